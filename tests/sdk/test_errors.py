@@ -586,13 +586,44 @@ class TestLiveErrors:
         built-in operation" named none. Nothing is sent."""
         async with AsyncClient(stack.gateway.address, stack.space.key, stack.space.sid) as client:
             root = await client.create_root()
-            with pytest.raises(TypeError, match=r"^label: not a value this field holds, got 5$"):
+            with pytest.raises(TypeError, match=r"^label: not a value this field holds, got 5: it"):
                 await client.create_root(label=5)  # type: ignore[arg-type]
             with pytest.raises(TypeError, match=r"^set: not a value this field holds"):
                 await client.update_session_metadata(root.id, set={"a": 1})  # type: ignore[dict-item]
             with pytest.raises(ValueError, match=r"^max_depth: not a value this field holds"):
                 await client.get_tree(max_depth=2**40)
             assert [node.id for node in await client.get_tree()] == [root.id]
+
+    async def test_a_refused_keyword_says_what_its_field_holds(self, client: AsyncClient) -> None:
+        """The refusal of a keyword's value says what the field holds, so the caller knows
+        what to pass: `import_session(records=[{...}])` (dicts, where Records go) and
+        `update_session_metadata(set={"a": 1})` said only "not a value this field holds,
+        got ..." (sdk8). Nothing is sent."""
+        root = await client.create_root()
+        row: Any = {"role": "user", "content": "hi"}
+        five: Any = 5
+        numbers: Any = {"a": 1}
+        text: Any = "no"
+        wrong: list[tuple[Any, str]] = [
+            (partial(client.create_root, label=five), r"^label: .*, got 5: it holds str$"),
+            (
+                partial(client.update_session_metadata, root.id, set=numbers),
+                r"^set: .*: it holds a mapping of str to str$",
+            ),
+            (
+                partial(client.import_session, "x", records=[row]),
+                r"^records: .*: it holds a list of stello_client.types.Record$",
+            ),
+            (
+                partial(client.get_tree, max_depth=2**40),
+                r"^max_depth: .*: it holds an int from -2147483648 to 2147483647$",
+            ),
+            (partial(client.pin_session, root.id, pinned=text), r"^pinned: .*: it holds bool$"),
+        ]
+        for call, message in wrong:
+            with pytest.raises((TypeError, ValueError), match=message):
+                await call()
+        assert [node.id for node in await client.get_tree()] == [root.id]
 
     async def test_an_enum_keyword_of_the_wrong_type_is_named(self, client: AsyncClient) -> None:
         """An enum keyword (`status`, `busy`, `context`, `order`, `role`, `kinds`) given a
