@@ -130,19 +130,26 @@ class ClientBase:
         cls,
         gateway: str,
         *,
-        tls: ClientTls | None = None,
+        tls: ClientTls | TlsFiles | None = None,
         timeout: float | None = DEFAULT_TIMEOUT_S,
         turn_timeout: float | None = DEFAULT_TURN_TIMEOUT_S,
         retry: Retry | None = None,
     ) -> Self:
         """A client with a channel and no caller of its own, for a program that calls as
         many users (a web console): each user's calls go through `using(key=..., space=...)`.
-        Only the gateway comes from the arguments (`tls` None: plaintext); of the
-        environment only STELLO_MAX_MESSAGE_BYTES is read, nothing of the saved credentials.
+        Only the gateway and TLS come from the arguments (`tls` None: plaintext; files
+        as given, no STELLO_*_FILE variable); of the environment only
+        STELLO_MAX_MESSAGE_BYTES is read, nothing of the saved credentials.
         Every gateway call needs a key, so a call on this client itself raises
-        ConfigurationError (setting "key") before anything connects."""
+        ConfigurationError (setting "key") before anything connects.
+
+        Raises:
+            ConfigurationError: a gateway that is not HOST:PORT, or TLS files that cannot
+                be used (setting "tls").
+        """
         check_gateway(gateway)
-        target = Target(gateway, "", "", tls, message_limit())
+        material = tls.load() if isinstance(tls, TlsFiles) else tls
+        target = Target(gateway, "", "", material, message_limit())
         return cls(
             timeout=timeout,
             turn_timeout=turn_timeout,

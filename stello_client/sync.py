@@ -38,6 +38,7 @@ from stello_client.aio import AsyncClient
 from stello_client.base import DEFAULT_TIMEOUT_S, DEFAULT_TURN_TIMEOUT_S, NOT_PICKLED
 from stello_client.calls import Retry
 from stello_client.exceptions.base import ConfigurationError
+from stello_client.target import TlsFiles
 from stello_client.types import EventKind, SpaceEvent
 from stello_client.watching import Watch
 
@@ -293,7 +294,7 @@ class Client(_Closing):
         cls,
         gateway: str,
         *,
-        tls: ClientTls | None = None,
+        tls: ClientTls | TlsFiles | None = None,
         timeout: float | None = DEFAULT_TIMEOUT_S,
         turn_timeout: float | None = DEFAULT_TURN_TIMEOUT_S,
         retry: Retry | None = None,
