@@ -20,7 +20,7 @@ from typing import Any, NoReturn, Self, TypeAlias, TypeVar
 
 from stello.agent.v1 import agent_pb2
 from stello.channels import ClientTls
-from stello_client.calls import CallOptions, Retry, call_options, unary
+from stello_client.calls import CallOptions, Retry, call_options, retry_of, unary
 from stello_client.channel import CHANNEL_OPTIONS as CHANNEL_OPTIONS
 from stello_client.channel import CLOSED as CLOSED
 from stello_client.channel import Channel as Channel
@@ -123,7 +123,7 @@ class ClientBase:
         self._space_id: str | None = _uuid(self._space)
         self._timeout = _seconds("timeout", timeout)
         self._turn_timeout = _seconds("turn_timeout", turn_timeout)
-        self._retry = retry or Retry()
+        self._retry = retry_of(retry)
 
     @classmethod
     def keyless(

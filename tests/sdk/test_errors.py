@@ -199,6 +199,40 @@ class TestProviderFailures:
         assert reply.assistant.content == "echo: hi" and len(spy.turns) == 2
 
 
+class TestRetryArguments:
+    @pytest.mark.parametrize(
+        ("given", "said"),
+        [
+            ({"attempts": 0}, r"^Retry\(attempts=0\): expected a whole number of tries, 1 or more"),
+            ({"attempts": "3"}, r"^Retry\(attempts='3'\): expected a whole number of tries"),
+            ({"llm_attempts": 2.5}, r"^Retry\(llm_attempts=2.5\): expected a whole number"),
+            ({"initial_backoff_s": -1}, r"^Retry\(initial_backoff_s=-1\): expected a finite"),
+            ({"max_backoff_s": math.nan}, r"^Retry\(max_backoff_s=nan\): expected a finite"),
+            ({"multiplier": 0.5}, r"^Retry\(multiplier=0.5\): expected a number of 1 or more"),
+            ({"busy_for_s": math.inf}, r"^Retry\(busy_for_s=inf\): expected a finite"),
+            ({"unavailable_for_s": None}, r"^Retry\(unavailable_for_s=None\): expected a"),
+        ],
+    )
+    def test_a_retry_no_call_could_follow_is_refused(self, given: Any, said: str) -> None:
+        """A Retry field no retry loop can use is a ValueError naming it when the Retry is
+        made: attempts="3" raised TypeError "'>=' not supported between instances of 'int'
+        and 'str'" from the first failed call, attempts=0 or a nan backoff were kept as
+        given (sdk8)."""
+        with pytest.raises(ValueError, match=said):
+            Retry(**given)
+
+    def test_a_retry_that_is_no_retry_is_refused(self) -> None:
+        """`retry=` given anything but a Retry (`retry=3`, meant as attempts) is a TypeError
+        naming the argument when the client is made, or `using()` called: it raised
+        AttributeError "'int' object has no attribute 'pause'" at the first failed call."""
+        three: Any = 3
+        said = r"^retry: expected a stello_client.Retry \(Retry\(attempts=3\)\), got 3$"
+        with pytest.raises(TypeError, match=said):
+            AsyncClient("127.0.0.1:1", "k", "s", retry=three)
+        with pytest.raises(TypeError, match=said):
+            AsyncClient("127.0.0.1:1", "k", "s").using(retry=three)
+
+
 class TestLiveErrors:
     async def test_invalid_argument_names_the_keyword(self, client: AsyncClient) -> None:
         """A bad argument is InvalidArgument whose `field` is the keyword that set it."""
