@@ -239,11 +239,16 @@ class Items(_Closing, Iterator[T], Generic[T]):
 
 
 class SyncWatch(_Closing):
-    """A `Watch` for sync code: iterate it; `cursor`, `start()` and `close()` as there."""
+    """A `Watch` for sync code: iterate it; `cursor`, `start()` and `close()` as there.
+
+    One dropped unclosed ends its call when collected (as `Items` does): the `Watch`
+    under it cannot be collected while the event `start()` began reading is pending.
+    """
 
     def __init__(self, loop: _Loop, watch: Watch) -> None:
         self._loop = loop
         self._watch = watch
+        self._closed = False
 
     @property
     def cursor(self) -> str | None:
@@ -265,7 +270,13 @@ class SyncWatch(_Closing):
 
     def close(self) -> None:
         """End the call."""
+        self._closed = True
         self._loop.run(self._watch.aclose())
+
+    def __del__(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._loop.end(self._watch.aclose())
 
 
 class Client(_Closing):

@@ -108,3 +108,24 @@ async def test_a_started_watch_ended_by_the_clients_close_logs_nothing(stack: St
     finally:
         loop.set_exception_handler(before)
     assert [context["message"] for context in logged] == []
+
+
+def drop_a_started_watch(stack: Stack) -> tuple[bool, bool]:
+    """A sync watch started, then dropped unclosed while its client stays open: whether
+    its call was ended (the watch closed, the event start() began reading done)."""
+    with Client(stack.gateway.address, stack.space.key, stack.space.sid, plaintext=True) as sync:
+        watch = sync.watch()
+        assert watch.start() is not None
+        inner = watch._watch
+        reading = inner._pending
+        assert reading is not None
+        del watch
+        gc.collect()
+        return inner._closed, reading.done()
+
+
+async def test_a_dropped_sync_watch_ends_its_call(stack: Stack) -> None:
+    """A `SyncWatch` started and dropped without close() ends its call when collected, as a
+    dropped `records()` iterator does: its stream stayed open on the gateway until the
+    client closed, the reading start() began holding it (sdk8)."""
+    assert await asyncio.to_thread(drop_a_started_watch, stack) == (True, True)
