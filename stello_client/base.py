@@ -16,11 +16,11 @@ import enum
 import math
 import uuid
 from types import TracebackType
-from typing import Any, Self, TypeAlias, TypeVar
+from typing import Any, NoReturn, Self, TypeAlias, TypeVar
 
 from stello.agent.v1 import agent_pb2
 from stello.channels import ClientTls
-from stello_client.calls import CallOptions, Retry, call_options, unary
+from stello_client.calls import CallOptions, Retry, call_options, retry_of, unary
 from stello_client.channel import CHANNEL_OPTIONS as CHANNEL_OPTIONS
 from stello_client.channel import CLOSED as CLOSED
 from stello_client.channel import Channel as Channel
@@ -60,8 +60,19 @@ Timeout: TypeAlias = float | Default | None
 """Seconds a call may take, its retries included; None = no deadline; DEFAULT = the client's."""
 
 
+NOT_PICKLED = (
+    "cannot pickle a stello_client {name}: it holds a channel to the gateway and its API key, "
+    "which belong to the process that made it; make the client in each process instead (from "
+    "the same arguments, or STELLO_GATEWAY, STELLO_KEY and STELLO_SPACE_ID there)"
+)
+"""What pickling a client (multiprocessing's arguments, a task queue's) raises, by its class."""
+
+
 class ClientBase:
     """The connection and the caller every method group uses."""
+
+    def __getstate__(self) -> NoReturn:
+        raise TypeError(NOT_PICKLED.format(name=type(self).__name__))
 
     def __init__(
         self,
@@ -112,26 +123,33 @@ class ClientBase:
         self._space_id: str | None = _uuid(self._space)
         self._timeout = _seconds("timeout", timeout)
         self._turn_timeout = _seconds("turn_timeout", turn_timeout)
-        self._retry = retry or Retry()
+        self._retry = retry_of(retry)
 
     @classmethod
     def keyless(
         cls,
         gateway: str,
         *,
-        tls: ClientTls | None = None,
+        tls: ClientTls | TlsFiles | None = None,
         timeout: float | None = DEFAULT_TIMEOUT_S,
         turn_timeout: float | None = DEFAULT_TURN_TIMEOUT_S,
         retry: Retry | None = None,
     ) -> Self:
         """A client with a channel and no caller of its own, for a program that calls as
         many users (a web console): each user's calls go through `using(key=..., space=...)`.
-        Only the gateway comes from the arguments (`tls` None: plaintext); of the
-        environment only STELLO_MAX_MESSAGE_BYTES is read, nothing of the saved credentials.
+        Only the gateway and TLS come from the arguments (`tls` None: plaintext; files
+        as given, no STELLO_*_FILE variable); of the environment only
+        STELLO_MAX_MESSAGE_BYTES is read, nothing of the saved credentials.
         Every gateway call needs a key, so a call on this client itself raises
-        ConfigurationError (setting "key") before anything connects."""
+        ConfigurationError (setting "key") before anything connects.
+
+        Raises:
+            ConfigurationError: a gateway that is not HOST:PORT, or TLS files that cannot
+                be used (setting "tls").
+        """
         check_gateway(gateway)
-        target = Target(gateway, "", "", tls, message_limit())
+        material = tls.load() if isinstance(tls, TlsFiles) else tls
+        target = Target(gateway, "", "", material, message_limit())
         return cls(
             timeout=timeout,
             turn_timeout=turn_timeout,

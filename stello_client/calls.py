@@ -32,6 +32,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 import urllib.parse
@@ -53,6 +54,11 @@ T = TypeVar("T")
 RETRIED_REASONS = frozenset(
     {reasons.TURN_IN_PROGRESS, reasons.LLM_RATE_LIMITED, reasons.SPACE_BUSY}
 )
+
+
+def _finite(value: object) -> bool:
+    """Whether `value` is a finite int or float (not a bool)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +94,32 @@ class Retry:
     busy_for_s: float = 12.0
     unavailable_for_s: float = 15.0
 
+    def __post_init__(self) -> None:
+        """Refuse a field no retry loop can use, naming it.
+
+        Raises:
+            ValueError: tries not a whole number of 1 or more, a pause or a duration not
+                a finite number of seconds of 0 or more, a multiplier below 1.
+        """
+        for name in ("attempts", "llm_attempts"):
+            tries = getattr(self, name)
+            if isinstance(tries, bool) or not isinstance(tries, int) or tries < 1:
+                raise ValueError(
+                    f"Retry({name}={tries!r}): expected a whole number of tries, 1 or more "
+                    "(1: never retry)"
+                )
+        for name in ("initial_backoff_s", "max_backoff_s", "busy_for_s", "unavailable_for_s"):
+            seconds = getattr(self, name)
+            if not _finite(seconds) or seconds < 0:
+                raise ValueError(
+                    f"Retry({name}={seconds!r}): expected a finite number of seconds, 0 or more"
+                )
+        if not _finite(self.multiplier) or self.multiplier < 1:
+            raise ValueError(
+                f"Retry(multiplier={self.multiplier!r}): expected a number of 1 or more (how "
+                "much longer each pause is than the last)"
+            )
+
     def pause(self, attempt: int) -> float:
         """The pause after failed attempt `attempt` (1-based), with jitter (half to all of it)."""
         ceiling = min(self.max_backoff_s, self.initial_backoff_s * self.multiplier ** (attempt - 1))
@@ -95,6 +127,19 @@ class Retry:
 
 
 NO_RETRY = Retry(attempts=1)
+
+
+def retry_of(retry: Retry | None) -> Retry:
+    """A client's `retry=`: the given Retry, or the default.
+
+    Raises:
+        TypeError: anything else (`retry=3`, meant as attempts), naming the argument.
+    """
+    if retry is None:
+        return Retry()
+    if not isinstance(retry, Retry):
+        raise TypeError(f"retry: expected a stello_client.Retry (Retry(attempts=3)), got {retry!r}")
+    return retry
 
 
 def retryable(error: RpcError, *, keyed: bool) -> bool:

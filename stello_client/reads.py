@@ -8,7 +8,7 @@ always retried on UNAVAILABLE.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Unpack
 
 from stello.agent.v1 import agent_pb2
@@ -132,7 +132,7 @@ class ReadCalls(ClientBase):
         limit: int | None = None,
         page_size: int = MAX_PAGE,
         timeout: Timeout = DEFAULT,
-    ) -> AsyncIterator[Record]:
+    ) -> AsyncGenerator[Record, None]:
         """Every record of a session (or the first `limit`), walking the pages: oldest first,
         or with `newest_first` from the newest back to the oldest. `page_size`: records per
         call, at most 1000; 0 = the default (1000), as every `page_size` 0 is a default.
@@ -283,7 +283,7 @@ class ReadCalls(ClientBase):
         page_size: int = MAX_PAGE,
         timeout: Timeout = DEFAULT,
         **filters: Unpack[DigestFilter],
-    ) -> AsyncIterator[SessionDigest]:
+    ) -> AsyncGenerator[SessionDigest, None]:
         """Every session's digest that passes the filters (as `list_session_digests`),
         walking the pages (in ListAll order); `timeout` is each page's (default: the
         client's)."""
@@ -326,7 +326,7 @@ class ReadCalls(ClientBase):
 
     async def lineage(
         self, session_id: str, *, page_size: int = MAX_PAGE, timeout: Timeout = DEFAULT
-    ) -> AsyncIterator[SessionDigest]:
+    ) -> AsyncGenerator[SessionDigest, None]:
         """Every ancestor of a session, nearest first (parent, ..., root), walking the pages;
         `timeout` is each page's (default: the client's)."""
         token = ""

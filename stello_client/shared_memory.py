@@ -4,7 +4,7 @@ they are retried safely."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from stello.agent.v1 import agent_pb2
 from stello_client.base import DEFAULT, ClientBase, Timeout
@@ -38,7 +38,7 @@ class SharedMemoryCalls(ClientBase):
 
     async def shared_memory(
         self, *, page_size: int = MAX_PAGE, timeout: Timeout = DEFAULT
-    ) -> AsyncIterator[SharedMemoryEntry]:
+    ) -> AsyncGenerator[SharedMemoryEntry, None]:
         """Every shared memory entry (no bodies), walking the pages; `timeout` is each
         page's (default: the client's)."""
         token = ""

@@ -31,13 +31,14 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Self, TypeVar
+from typing import Any, ClassVar, Concatenate, Generic, NoReturn, ParamSpec, Self, TypeVar
 
 from stello.channels import ClientTls
 from stello_client.aio import AsyncClient
-from stello_client.base import DEFAULT_TIMEOUT_S, DEFAULT_TURN_TIMEOUT_S
+from stello_client.base import DEFAULT_TIMEOUT_S, DEFAULT_TURN_TIMEOUT_S, NOT_PICKLED
 from stello_client.calls import Retry
 from stello_client.exceptions.base import ConfigurationError
+from stello_client.target import TlsFiles
 from stello_client.types import EventKind, SpaceEvent
 from stello_client.watching import Watch
 
@@ -238,11 +239,16 @@ class Items(_Closing, Iterator[T], Generic[T]):
 
 
 class SyncWatch(_Closing):
-    """A `Watch` for sync code: iterate it; `cursor`, `start()` and `close()` as there."""
+    """A `Watch` for sync code: iterate it; `cursor`, `start()` and `close()` as there.
+
+    One dropped unclosed ends its call when collected (as `Items` does): the `Watch`
+    under it cannot be collected while the event `start()` began reading is pending.
+    """
 
     def __init__(self, loop: _Loop, watch: Watch) -> None:
         self._loop = loop
         self._watch = watch
+        self._closed = False
 
     @property
     def cursor(self) -> str | None:
@@ -264,7 +270,13 @@ class SyncWatch(_Closing):
 
     def close(self) -> None:
         """End the call."""
+        self._closed = True
         self._loop.run(self._watch.aclose())
+
+    def __del__(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._loop.end(self._watch.aclose())
 
 
 class Client(_Closing):
@@ -278,6 +290,9 @@ class Client(_Closing):
         self._client = AsyncClient(*args, **kwargs)  # no I/O: the channel opens on the loop
         self._loop = _Loop.shared()
 
+    def __getstate__(self) -> NoReturn:
+        raise TypeError(NOT_PICKLED.format(name=type(self).__name__))
+
     @classmethod
     def _over(cls, client: AsyncClient) -> Self:
         made = cls.__new__(cls)
@@ -290,7 +305,7 @@ class Client(_Closing):
         cls,
         gateway: str,
         *,
-        tls: ClientTls | None = None,
+        tls: ClientTls | TlsFiles | None = None,
         timeout: float | None = DEFAULT_TIMEOUT_S,
         turn_timeout: float | None = DEFAULT_TURN_TIMEOUT_S,
         retry: Retry | None = None,

@@ -99,6 +99,7 @@ class Watch:
             return self._started.result()
         if self._pending is None:
             self._pending = asyncio.ensure_future(anext(self._generator()))
+            self._pending.add_done_callback(_seen)
         waited: set[asyncio.Future[Any]] = {self._pending, self._started}
         await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
         if self._started.done():
@@ -187,6 +188,14 @@ class Watch:
             self._started = asyncio.get_running_loop().create_future()
         if not self._started.done():
             self._started.set_result(cursor)
+
+
+def _seen(reading: asyncio.Future[SpaceEvent]) -> None:
+    """Mark the outcome of the event `start()` began reading as retrieved: the watch's
+    next `__anext__` raises it, but a watch never read again (its client closed, so it
+    ended Cancelled) would have it logged as "Task exception was never retrieved"."""
+    if not reading.cancelled():
+        reading.exception()
 
 
 class WatchCalls(ClientBase):

@@ -199,6 +199,40 @@ class TestProviderFailures:
         assert reply.assistant.content == "echo: hi" and len(spy.turns) == 2
 
 
+class TestRetryArguments:
+    @pytest.mark.parametrize(
+        ("given", "said"),
+        [
+            ({"attempts": 0}, r"^Retry\(attempts=0\): expected a whole number of tries, 1 or more"),
+            ({"attempts": "3"}, r"^Retry\(attempts='3'\): expected a whole number of tries"),
+            ({"llm_attempts": 2.5}, r"^Retry\(llm_attempts=2.5\): expected a whole number"),
+            ({"initial_backoff_s": -1}, r"^Retry\(initial_backoff_s=-1\): expected a finite"),
+            ({"max_backoff_s": math.nan}, r"^Retry\(max_backoff_s=nan\): expected a finite"),
+            ({"multiplier": 0.5}, r"^Retry\(multiplier=0.5\): expected a number of 1 or more"),
+            ({"busy_for_s": math.inf}, r"^Retry\(busy_for_s=inf\): expected a finite"),
+            ({"unavailable_for_s": None}, r"^Retry\(unavailable_for_s=None\): expected a"),
+        ],
+    )
+    def test_a_retry_no_call_could_follow_is_refused(self, given: Any, said: str) -> None:
+        """A Retry field no retry loop can use is a ValueError naming it when the Retry is
+        made: attempts="3" raised TypeError "'>=' not supported between instances of 'int'
+        and 'str'" from the first failed call, attempts=0 or a nan backoff were kept as
+        given (sdk8)."""
+        with pytest.raises(ValueError, match=said):
+            Retry(**given)
+
+    def test_a_retry_that_is_no_retry_is_refused(self) -> None:
+        """`retry=` given anything but a Retry (`retry=3`, meant as attempts) is a TypeError
+        naming the argument when the client is made, or `using()` called: it raised
+        AttributeError "'int' object has no attribute 'pause'" at the first failed call."""
+        three: Any = 3
+        said = r"^retry: expected a stello_client.Retry \(Retry\(attempts=3\)\), got 3$"
+        with pytest.raises(TypeError, match=said):
+            AsyncClient("127.0.0.1:1", "k", "s", retry=three)
+        with pytest.raises(TypeError, match=said):
+            AsyncClient("127.0.0.1:1", "k", "s").using(retry=three)
+
+
 class TestLiveErrors:
     async def test_invalid_argument_names_the_keyword(self, client: AsyncClient) -> None:
         """A bad argument is InvalidArgument whose `field` is the keyword that set it."""
@@ -586,13 +620,44 @@ class TestLiveErrors:
         built-in operation" named none. Nothing is sent."""
         async with AsyncClient(stack.gateway.address, stack.space.key, stack.space.sid) as client:
             root = await client.create_root()
-            with pytest.raises(TypeError, match=r"^label: not a value this field holds, got 5$"):
+            with pytest.raises(TypeError, match=r"^label: not a value this field holds, got 5: it"):
                 await client.create_root(label=5)  # type: ignore[arg-type]
             with pytest.raises(TypeError, match=r"^set: not a value this field holds"):
                 await client.update_session_metadata(root.id, set={"a": 1})  # type: ignore[dict-item]
             with pytest.raises(ValueError, match=r"^max_depth: not a value this field holds"):
                 await client.get_tree(max_depth=2**40)
             assert [node.id for node in await client.get_tree()] == [root.id]
+
+    async def test_a_refused_keyword_says_what_its_field_holds(self, client: AsyncClient) -> None:
+        """The refusal of a keyword's value says what the field holds, so the caller knows
+        what to pass: `import_session(records=[{...}])` (dicts, where Records go) and
+        `update_session_metadata(set={"a": 1})` said only "not a value this field holds,
+        got ..." (sdk8). Nothing is sent."""
+        root = await client.create_root()
+        row: Any = {"role": "user", "content": "hi"}
+        five: Any = 5
+        numbers: Any = {"a": 1}
+        text: Any = "no"
+        wrong: list[tuple[Any, str]] = [
+            (partial(client.create_root, label=five), r"^label: .*, got 5: it holds str$"),
+            (
+                partial(client.update_session_metadata, root.id, set=numbers),
+                r"^set: .*: it holds a mapping of str to str$",
+            ),
+            (
+                partial(client.import_session, "x", records=[row]),
+                r"^records: .*: it holds a list of stello_client.types.Record$",
+            ),
+            (
+                partial(client.get_tree, max_depth=2**40),
+                r"^max_depth: .*: it holds an int from -2147483648 to 2147483647$",
+            ),
+            (partial(client.pin_session, root.id, pinned=text), r"^pinned: .*: it holds bool$"),
+        ]
+        for call, message in wrong:
+            with pytest.raises((TypeError, ValueError), match=message):
+                await call()
+        assert [node.id for node in await client.get_tree()] == [root.id]
 
     async def test_an_enum_keyword_of_the_wrong_type_is_named(self, client: AsyncClient) -> None:
         """An enum keyword (`status`, `busy`, `context`, `order`, `role`, `kinds`) given a

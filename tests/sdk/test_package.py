@@ -5,9 +5,13 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import mypy.api
+import pytest
 
 import stello
 import stello_client
@@ -83,3 +87,63 @@ def test_importing_the_package_loads_no_grpc() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "[]"
+
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = (
+    "<!-- quick start: tests/sdk/test_examples.py runs this block -->",
+    "<!-- streamed tools: tests/sdk/test_methods.py runs this block -->",
+)
+
+
+@pytest.mark.parametrize("marker", PROGRAMS, ids=["quick start", "streamed tools"])
+def test_the_docs_programs_pass_mypy_strict(marker: str, tmp_path: Path) -> None:
+    """docs/python.md's whole programs type-check as a user's script, `mypy --strict`: the
+    streamed tools' loop gave `events` the stream's type and then assigned it
+    submit_tool_results_stream's, which mypy refused (found by sdk8)."""
+    text = (ROOT / "docs" / "python.md").read_text().partition(marker)[2]
+    found = re.search(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    assert found, f"docs/python.md lost the block after {marker}"
+    assert_mypy_strict_passes(found.group(1), tmp_path)
+
+
+def assert_mypy_strict_passes(source: str, tmp_path: Path) -> None:
+    """`mypy --strict` finds nothing in `source`, a user's script."""
+    script = tmp_path / "user_script.py"
+    script.write_text(source)
+    cache = str(tmp_path / "cache")
+    out, err, status = mypy.api.run(["--strict", "--cache-dir", cache, str(script)])
+    assert status == 0, out + err
+
+
+ACLOSING = """
+import contextlib
+
+from stello_client import AsyncClient
+
+
+async def walk(client: AsyncClient, session_id: str) -> None:
+    async with contextlib.aclosing(client.records(session_id)) as records:
+        async for record in records:
+            print(record.seq)
+    async with contextlib.aclosing(client.digests(status="all")) as digests:
+        async for digest in digests:
+            print(digest.label)
+    async with contextlib.aclosing(client.lineage(session_id)) as ancestors:
+        async for ancestor in ancestors:
+            print(ancestor.id)
+    async with contextlib.aclosing(client.shared_memory()) as entries:
+        async for entry in entries:
+            print(entry.slug)
+    async with contextlib.aclosing(client.stream(session_id, "hi")) as events:
+        async for event in events:
+            print(event)
+"""
+
+
+def test_every_iterator_closes_with_aclosing_under_mypy_strict(tmp_path: Path) -> None:
+    """docs/python.md closes `stream()`, `records()`, `digests()` and the other iterators
+    with ``contextlib.aclosing(...)``; records, digests, lineage and shared_memory were typed
+    AsyncIterator, which has no aclose(), so mypy --strict refused each such line
+    (Value of type variable "_SupportsAcloseT" of "aclosing" cannot be ...) (sdk8)."""
+    assert_mypy_strict_passes(ACLOSING, tmp_path)

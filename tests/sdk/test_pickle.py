@@ -6,9 +6,10 @@ from __future__ import annotations
 import inspect
 import pickle
 
+import pytest
 from grpc.aio import AioRpcError, Metadata
 
-from stello_client import exceptions
+from stello_client import AsyncClient, Client, exceptions
 from stello_client.exceptions import ConfigurationError, RpcError, StelloClientError
 
 
@@ -52,3 +53,22 @@ def test_every_sdk_exception_round_trips_through_pickle() -> None:
             assert isinstance(back, RpcError) and back.cause is not None
             assert back.cause.code() == error.code
     assert pickle.loads(pickle.dumps(made_as_the_sdk_makes(ConfigurationError))).setting == "key"
+
+
+NOT_PICKLED = r"^cannot pickle a stello_client (Async)?Client: .*make the client in each process"
+
+
+async def test_a_client_refuses_pickle_saying_what_to_do(client: AsyncClient) -> None:
+    """A client holds its channel (and a sync one its loop's thread): pickled, as
+    multiprocessing or a task queue passes arguments, it is a TypeError saying to make a
+    client in each process, before and after its first call, sync or not. It was
+    AttributeError "Can't pickle local object 'WeakSet.__init__.<locals>._remove'" once
+    used (an unused AsyncClient pickled, its API key in the pickle) (sdk8)."""
+    unused = AsyncClient("127.0.0.1:1", "stello_k_secret", plaintext=True)
+    await client.who_am_i()
+    for each in (unused, client, client.using(space=await client.space_id())):
+        with pytest.raises(TypeError, match=NOT_PICKLED):
+            pickle.dumps(each)
+    with Client("127.0.0.1:1", "stello_k_secret", plaintext=True) as sync:
+        with pytest.raises(TypeError, match=NOT_PICKLED):
+            pickle.dumps(sync)

@@ -77,3 +77,20 @@ async def test_a_certificate_naming_another_host_is_said(
         "not name that address (nor --server-name, if given): pass a name it holds with "
         "--server-name (STELLO_SERVER_NAME)"
     )
+
+
+async def test_a_keyless_client_takes_tls_files(
+    suite: Suite, tls_files: CertFiles, space: TestSpace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`keyless(gateway, tls=TlsFiles(...))` calls over TLS as the constructor's `tls=` does
+    (files as given: no STELLO_*_FILE variable is read), and a file that cannot be used is a
+    ConfigurationError when the client is made; keyless took ClientTls alone, and its first
+    call raised AttributeError "'TlsFiles' object has no attribute 'credentials'" (sdk8)."""
+    monkeypatch.setenv("STELLO_CA_FILE", str(tls_files.other_ca))
+    async with AsyncClient.keyless(suite.gateway, tls=files_for(suite, tls_files)) as keyless:
+        client = keyless.using(key=space.key, space=space.sid)
+        root = await client.create_root(label="secure")
+        assert [n.id for n in await client.get_tree()] == [root.id]
+    with pytest.raises(ConfigurationError, match="cannot read the CA file") as caught:
+        AsyncClient.keyless(suite.gateway, tls=TlsFiles(ca_file="/nowhere/ca.pem"))
+    assert caught.value.setting == "tls"

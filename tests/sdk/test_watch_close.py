@@ -4,7 +4,9 @@ loop ends with it (explore12 F4: "aclose(): asynchronous generator is already ru
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+from typing import Any
 
 import pytest
 
@@ -12,6 +14,7 @@ from stello_client import AsyncClient, Client
 from stello_client.sync import SyncWatch
 from stello_client.watching import Watch
 from tests.gateway.conftest import Stack
+from tests.sdk.conftest import client_of
 
 pytestmark = pytest.mark.sql
 
@@ -83,3 +86,46 @@ async def test_close_ends_a_sync_watch_another_thread_reads(stack: Stack) -> Non
     ``for`` loop."""
     root, seen = await asyncio.to_thread(close_while_read, stack)
     assert seen == [root, "ended"]
+
+
+async def test_a_started_watch_ended_by_the_clients_close_logs_nothing(stack: Stack) -> None:
+    """`start()` then the client's close (the ``async with AsyncClient()`` block's end) with
+    the watch left open: the event `start()` began reading ends Cancelled, quietly; it was
+    logged as asyncio's "Task exception was never retrieved" with a traceback (sdk8)."""
+    loop = asyncio.get_running_loop()
+    logged: list[dict[str, Any]] = []
+    before = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: logged.append(context))
+    try:
+        async with client_of(stack) as client:
+            watch = client.watch()
+            assert await watch.start() is not None
+            reading = watch._pending
+            assert reading is not None
+        await asyncio.wait([reading])
+        del watch, reading
+        gc.collect()
+    finally:
+        loop.set_exception_handler(before)
+    assert [context["message"] for context in logged] == []
+
+
+def drop_a_started_watch(stack: Stack) -> tuple[bool, bool]:
+    """A sync watch started, then dropped unclosed while its client stays open: whether
+    its call was ended (the watch closed, the event start() began reading done)."""
+    with Client(stack.gateway.address, stack.space.key, stack.space.sid, plaintext=True) as sync:
+        watch = sync.watch()
+        assert watch.start() is not None
+        inner = watch._watch
+        reading = inner._pending
+        assert reading is not None
+        del watch
+        gc.collect()
+        return inner._closed, reading.done()
+
+
+async def test_a_dropped_sync_watch_ends_its_call(stack: Stack) -> None:
+    """A `SyncWatch` started and dropped without close() ends its call when collected, as a
+    dropped `records()` iterator does: its stream stayed open on the gateway until the
+    client closed, the reading start() began holding it (sdk8)."""
+    assert await asyncio.to_thread(drop_a_started_watch, stack) == (True, True)
