@@ -40,6 +40,13 @@ ARCHIVED_AGO = """
 UPDATE sessions SET archived_at = now() - make_interval(days => $3)
 WHERE space_id = $1 AND id = ANY ($2::uuid[])
 """
+# A turn's lease on a session, live for $3 seconds from now (negative: expired), as
+# storage's BeginTurn takes it.
+LEASE = """
+UPDATE sessions SET turn_token = gen_random_uuid(),
+    turn_expires_at = now() + make_interval(secs => $3)
+WHERE space_id = $1 AND id = $2
+"""
 STATUSES = "SELECT id, status FROM sessions WHERE space_id = $1 AND provisional_until IS NULL"
 EVENTS = "SELECT kind, session_id FROM space_events WHERE space_id = $1 ORDER BY position"
 CURSOR = "SELECT cursor_id FROM retention_policies WHERE space_id = $1"
@@ -142,6 +149,23 @@ class TestArchive:
         assert kinds(await apply(tree)) == []
         assert not await pin(tree, child, pinned=False)
         assert kinds(await apply(tree)) == [(root, ARCHIVE)]
+
+    async def test_a_turn_in_progress_keeps_its_subtree(
+        self, tree: TreeClient, pool: asyncpg.Pool, space: TestSpace
+    ) -> None:
+        """A turn running in an idle subtree is activity: the subtree is neither archived nor
+        listed by a dry run (archived, the turn would fail SESSION_ARCHIVED and lose the
+        user's message). A lease past its expiry is no turn: that subtree is archived."""
+        running = await family(tree)
+        stale = await family(tree)
+        await idle(pool, space, 40, *running, *stale)
+        await pool.execute(LEASE, space.id, uuid.UUID(running[2]), 60)
+        await pool.execute(LEASE, space.id, uuid.UUID(stale[2]), -60)
+        await put_policy(tree, archive_after_days=30)
+        assert kinds(await apply(tree, dry_run=True)) == [(stale[0], ARCHIVE)]
+        assert kinds(await apply(tree)) == [(stale[0], ARCHIVE)]
+        found = await statuses(pool, space)
+        assert [found[i] for i in running] == ["active"] * 3
 
 
 class TestEvents:
