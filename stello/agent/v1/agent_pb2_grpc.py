@@ -1373,7 +1373,8 @@ class AgentGatewayServicer:
 
         Errors:
         - INVALID_ARGUMENT: malformed space_id or page_token; negative
-        max_batches.
+        max_batches; page_token without dry_run (a run that changes things
+        goes on from where the space's sweep stands).
         - FAILED_PRECONDITION, reason NO_RETENTION_POLICY: the space has none.
         - ABORTED, reason CONCURRENT_MODIFICATION: a session was created under a
         subtree being deleted; that batch changed nothing: retry. A sweep of

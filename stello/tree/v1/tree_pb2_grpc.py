@@ -636,7 +636,7 @@ class SessionTreeServicer:
         read and no row changed (the sweep's cursor stays where it was).
 
         Errors: INVALID_ARGUMENT (malformed space_id or page_token, negative
-        max_batches); FAILED_PRECONDITION, reason NO_RETENTION_POLICY (none
+        max_batches, page_token without dry_run); FAILED_PRECONDITION, reason NO_RETENTION_POLICY (none
         set); ABORTED, reason CONCURRENT_MODIFICATION (a session was created
         under a subtree the batch was deleting: that batch changed nothing,
         retry); UNAUTHENTICATED. A sweep of the space running elsewhere is
