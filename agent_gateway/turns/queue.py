@@ -15,7 +15,7 @@ it holds across gateways:
   must end a turn first: so a handover wakes about one waiter, not the whole
   line), and at least every third of the lease TTL, until it gets the lease.
   It waits within the caller's deadline (with none, at most
-  STELLO_GATEWAY_TURN_MAX_S): past it DEADLINE_EXCEEDED. A call that ends
+  STELLO_GATEWAY_TURN_MAX_S, which the error names): past it DEADLINE_EXCEEDED. A call that ends
   while it waits (cancelled, past its deadline, failed) takes its ticket out of
   line before it answers (LeaveTurnQueue, shielded) — also one that ends while
   its first BeginTurn is under way, once that BeginTurn's answer says it is
@@ -138,12 +138,18 @@ class TurnLine:
             DeadlineExceeded: none are left.
         """
         remaining = caller.remaining()
+        until, then = "until its deadline", "retry, with a later deadline to wait longer"
         if remaining is None:
             remaining = self._max_wait_s - (time.monotonic() - since)
+            until = (
+                f"{self._max_wait_s:g} s, the most a call with no deadline waits "
+                "(STELLO_GATEWAY_TURN_MAX_S)"
+            )
+            then = "retry, or give the call a deadline to wait longer"
         if remaining <= 0:
             raise DeadlineExceeded(
-                f"the turn waited in line for session {plan.session_id} until its deadline "
-                "(busy policy ENQUEUE); it left the line and nothing was written"
+                f"the turn waited in line for session {plan.session_id} {until} (busy policy "
+                f"ENQUEUE); it left the line and nothing was written: {then}"
             )
         return remaining
 

@@ -601,7 +601,8 @@ class AgentGatewayServicer:
         ticket it renews every third of STELLO_GATEWAY_TURN_LEASE_TTL_S, so
         the place of a caller whose gateway died frees within that TTL; a
         caller that cancels leaves the line at once. It waits at most until
-        its deadline: past it DEADLINE_EXCEEDED, with nothing written. At
+        its deadline (a call with none: STELLO_GATEWAY_TURN_MAX_S): past it
+        DEADLINE_EXCEEDED, with nothing written. At
         most STELLO_GATEWAY_TURN_QUEUE_MAX calls wait per session: one more
         is RESOURCE_EXHAUSTED, reason TURN_QUEUE_FULL. A session whose last
         turn stopped on client tool calls (pending_tool_calls) is still
@@ -700,8 +701,9 @@ class AgentGatewayServicer:
         - RESOURCE_EXHAUSTED, reason TURN_QUEUE_FULL: ENQUEUE, and
         STELLO_GATEWAY_TURN_QUEUE_MAX calls already wait for the session;
         nothing was written.
-        - DEADLINE_EXCEEDED: ENQUEUE, and the deadline passed while the call
-        waited in line; it left the line and nothing was written.
+        - DEADLINE_EXCEEDED: ENQUEUE, and the deadline (with none,
+        STELLO_GATEWAY_TURN_MAX_S) passed while the call waited in line; it
+        left the line and nothing was written.
         A live turn's lease is renewed while it runs; one whose gateway died
         or lost storage ends within STELLO_GATEWAY_TURN_LEASE_TTL_S. Retry
         after a pause with the same request_id: it answers the first call's

@@ -314,6 +314,22 @@ class TestEnqueue:
         assert users(await stack.records(root.id)) == ["first"]
         assert slow.last_messages == ["first"]
 
+    async def test_with_no_deadline_it_waits_at_most_the_turn_limit(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A queued call with no deadline of its own waits at most STELLO_GATEWAY_TURN_MAX_S:
+        DEADLINE_EXCEEDED naming that setting (it said "until its deadline", which the
+        client never set), out of line, nothing written."""
+        spy = SpyProvider().then(answer("", tool_call("lookup", "c1")))
+        stack = await make_stack(spy, turn_max_s=0.5)
+        root = await stack.root()
+        await send(stack, root.id, "look it up", tools=[tool_definition("lookup")])
+        error = await rpc_error(send(stack, root.id, "and then?", busy=ENQUEUE))
+        assert error.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+        assert "STELLO_GATEWAY_TURN_MAX_S" in (error.details() or "")
+        assert await tickets(pool, stack, root.id) == 0
+        assert users(await stack.records(root.id)) == ["look it up"]
+
     async def test_the_line_is_capped(self, make_stack: StackMaker, pool: asyncpg.Pool) -> None:
         """With STELLO_GATEWAY_TURN_QUEUE_MAX calls waiting, one more is RESOURCE_EXHAUSTED
         TURN_QUEUE_FULL at once, naming the cap, and nothing of it is written."""
