@@ -20,6 +20,9 @@ it holds across gateways:
   line before it answers (LeaveTurnQueue, shielded) — also one that ends while
   its first BeginTurn is under way, once that BeginTurn's answer says it is
   queued; if storage cannot be reached the ticket expires within one TTL.
+  While it waits the call holds no place in its space's STELLO_MAX_CALLS_PER_SPACE
+  (`waiting_aside`): waiters would otherwise keep out the very call they wait for
+  (the SubmitToolResults of a pending group, the running turn's retry).
 
 A queued call's retry with the same request_id takes a new ticket: BeginTurn
 answers the remembered turn first, so whichever call reaches the front after
@@ -45,6 +48,7 @@ from agent_gateway.turns.lease_keeper import LeaseKeeper
 from agent_gateway.turns.state import Plan
 from stello.common.v1 import common_pb2
 from stello.errors import DeadlineExceeded, NotFound, StelloError
+from stello.serving.space_calls import waiting_aside
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -101,7 +105,8 @@ class TurnLine:
         reply = await self._begin(caller, plan, request)
         if not reply.HasField("queued"):
             return reply
-        return await self._wait(caller, plan, request, time.monotonic())
+        with waiting_aside():  # it only waits: the space's other calls may have its place
+            return await self._wait(caller, plan, request, time.monotonic())
 
     async def _wait(
         self,

@@ -6,6 +6,9 @@ STELLO_MAX_WATCHES_PER_SPACE for long-lived streams) that the call chain
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from stello.errors import ResourceExhausted
 from stello.reasons import SPACE_BUSY
@@ -45,6 +48,10 @@ class SpaceCalls:
         self._held[space_id] = held + 1
         return True
 
+    def force(self, space_id: uuid.UUID) -> None:
+        """Count a call of `space_id` again, whatever the cap (one that waited aside)."""
+        self._held[space_id] = self._held.get(space_id, 0) + 1
+
     def give(self, space_id: uuid.UUID) -> None:
         """A counted call of `space_id` ended."""
         held = self._held.pop(space_id, 0) - 1
@@ -55,3 +62,47 @@ class SpaceCalls:
 LONG_LIVED = frozenset({"WatchSpace"})
 """Methods (by name) whose calls are counted apart from the others: streams that live as
 long as a page does (`SpaceCalls`)."""
+
+
+class Slot:
+    """The place a call holds in its space's count, given back once (at its end, or while
+    it waits aside)."""
+
+    __slots__ = ("_calls", "_held", "_space_id")
+
+    def __init__(self, calls: SpaceCalls, space_id: uuid.UUID) -> None:
+        self._calls = calls
+        self._space_id = space_id
+        self._held = True
+
+    def give(self) -> None:
+        """Give the place back (no-op when it is not held)."""
+        if self._held:
+            self._held = False
+            self._calls.give(self._space_id)
+
+    def retake(self) -> None:
+        """Hold the place again, whatever the cap (the call was admitted already)."""
+        if not self._held:
+            self._held = True
+            self._calls.force(self._space_id)
+
+
+current_slot: ContextVar[Slot | None] = ContextVar("stello_space_slot", default=None)
+"""The running call's place in its space's count (None: not counted), set at admission."""
+
+
+@contextmanager
+def waiting_aside() -> Iterator[None]:
+    """While inside, the running call holds no place in its space's count: it only waits
+    (a turn in its session's line), and must not keep the space's other calls out — the
+    call it waits for among them. Its place is taken again on the way out."""
+    slot = current_slot.get()
+    if slot is None:
+        yield
+        return
+    slot.give()
+    try:
+        yield
+    finally:
+        slot.retake()
