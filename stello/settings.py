@@ -174,7 +174,7 @@ class StelloSettings(BaseSettings):
         ge=0,
         description=(
             "Calls one space may have in progress on one server process (WatchSpace streams "
-            "and ENQUEUE turns while they wait in line not counted); past it "
+            "not counted, nor up to as many ENQUEUE turns while they wait in line); past it "
             "RESOURCE_EXHAUSTED SPACE_BUSY. 0 = no cap."
         ),
     )

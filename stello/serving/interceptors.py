@@ -159,6 +159,7 @@ class CallChain(grpc.aio.ServerInterceptor):
         self._keys = keys
         self._space_calls = space_calls or SpaceCalls(0)
         self._space_watches = space_watches or SpaceCalls(0)
+        self._space_waiters = SpaceCalls(self._space_calls.cap, "calls waiting aside")
         self._metrics = metrics
         self._admin_methods = admin_methods
         self._access = access or AccessLog()
@@ -334,7 +335,8 @@ class CallChain(grpc.aio.ServerInterceptor):
             await self._keys.check_space(principal, space_id, raw)
             checked_space.set((raw, space_id))
             if plan.calls.take(space_id, raw):
-                counted = Slot(plan.calls, space_id)
+                aside = self._space_waiters if plan.calls is self._space_calls else None
+                counted = Slot(plan.calls, space_id, aside)
                 current_slot.set(counted)
         principal_var.set(principal)
         api_key_var.set(secret)

@@ -66,8 +66,9 @@ class AgentGatewayStub:
     stay within 4 MiB (STELLO_GATEWAY_MAX_PAGE_BYTES).
     - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
     process (64 by default; WatchSpace streams not counted: they have
-    STELLO_MAX_WATCHES_PER_SPACE, 32; nor ENQUEUE turns while they wait in
-    their session's line) has its next call refused at once,
+    STELLO_MAX_WATCHES_PER_SPACE, 32; nor, up to as many again, ENQUEUE
+    turns while they wait in their session's line) has its next call
+    refused at once,
     before any work: RESOURCE_EXHAUSTED, reason SPACE_BUSY (ErrorInfo
     metadata `space_id`, `limit`); retry with backoff. One tenant's burst is
     refused rather than queueing every tenant behind it.
@@ -362,8 +363,9 @@ class AgentGatewayServicer:
     stay within 4 MiB (STELLO_GATEWAY_MAX_PAGE_BYTES).
     - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
     process (64 by default; WatchSpace streams not counted: they have
-    STELLO_MAX_WATCHES_PER_SPACE, 32; nor ENQUEUE turns while they wait in
-    their session's line) has its next call refused at once,
+    STELLO_MAX_WATCHES_PER_SPACE, 32; nor, up to as many again, ENQUEUE
+    turns while they wait in their session's line) has its next call
+    refused at once,
     before any work: RESOURCE_EXHAUSTED, reason SPACE_BUSY (ErrorInfo
     metadata `space_id`, `limit`); retry with backoff. One tenant's burst is
     refused rather than queueing every tenant behind it.
@@ -1862,8 +1864,9 @@ class AgentGateway:
     stay within 4 MiB (STELLO_GATEWAY_MAX_PAGE_BYTES).
     - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
     process (64 by default; WatchSpace streams not counted: they have
-    STELLO_MAX_WATCHES_PER_SPACE, 32; nor ENQUEUE turns while they wait in
-    their session's line) has its next call refused at once,
+    STELLO_MAX_WATCHES_PER_SPACE, 32; nor, up to as many again, ENQUEUE
+    turns while they wait in their session's line) has its next call
+    refused at once,
     before any work: RESOURCE_EXHAUSTED, reason SPACE_BUSY (ErrorInfo
     metadata `space_id`, `limit`); retry with backoff. One tenant's burst is
     refused rather than queueing every tenant behind it.
