@@ -224,7 +224,8 @@ class GatewaySettings(BaseSettings):
         description=(
             "Longest a turn may run (its LLM and tool calls), in seconds; past it the turn "
             "is ended (its model call cut short, DEADLINE_EXCEEDED, nothing stored) and "
-            "its lease given back."
+            "its lease given back. Also the longest an ENQUEUE turn with no deadline of its "
+            "own waits in its session's line."
         ),
     )
     turn_queue_max: int = Field(

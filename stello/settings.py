@@ -174,7 +174,8 @@ class StelloSettings(BaseSettings):
         ge=0,
         description=(
             "Calls one space may have in progress on one server process (WatchSpace streams "
-            "not counted); past it RESOURCE_EXHAUSTED SPACE_BUSY. 0 = no cap."
+            "not counted, nor up to as many ENQUEUE turns while they wait in line); past it "
+            "RESOURCE_EXHAUSTED SPACE_BUSY. 0 = no cap."
         ),
     )
     max_watches_per_space: int = Field(

@@ -72,6 +72,8 @@ class RetentionCalls(ClientBase):
         Raises:
             NoRetentionPolicy: the space never had one (one with neither step, which
                 `get_retention` answers as None, applies as nothing: no action, `done`).
+            InvalidArgument: `page_token` without `dry_run` (a run that changes things
+                goes on from where the space's sweep stands), or a malformed one.
         """
         request = request_of(
             agent_pb2.ApplyRetentionRequest,

@@ -37,6 +37,7 @@ from tree_service.convert import (
 from tree_service.models import NewSession, PageQuery, SweepQuery, TreeQuery
 from tree_service.retention.service import RetentionService
 from tree_service.retention.wire import (
+    PAGE_TOKEN_DRY_RUN_ONLY,
     POLICY_REQUIRED,
     actions_to_proto,
     page_cursor,
@@ -339,6 +340,8 @@ class TreeServicer(tree_pb2_grpc.SessionTreeServicer):
         space_id = space_uuid(request.space_id, violations)
         if request.max_batches < 0:
             violations.add("max_batches", f"must not be negative, got {request.max_batches}")
+        if request.page_token and not request.dry_run:
+            violations.add("page_token", PAGE_TOKEN_DRY_RUN_ONLY)
         violations.raise_if_any()
         if request.dry_run:
             applied = await self._retention.dry_run(space_id, page_cursor(request.page_token))

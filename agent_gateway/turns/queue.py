@@ -15,11 +15,14 @@ it holds across gateways:
   must end a turn first: so a handover wakes about one waiter, not the whole
   line), and at least every third of the lease TTL, until it gets the lease.
   It waits within the caller's deadline (with none, at most
-  STELLO_GATEWAY_TURN_MAX_S): past it DEADLINE_EXCEEDED. A call that ends
+  STELLO_GATEWAY_TURN_MAX_S, which the error names): past it DEADLINE_EXCEEDED. A call that ends
   while it waits (cancelled, past its deadline, failed) takes its ticket out of
   line before it answers (LeaveTurnQueue, shielded) — also one that ends while
   its first BeginTurn is under way, once that BeginTurn's answer says it is
   queued; if storage cannot be reached the ticket expires within one TTL.
+  While it waits the call holds no place in its space's STELLO_MAX_CALLS_PER_SPACE
+  (`waiting_aside`): waiters would otherwise keep out the very call they wait for
+  (the SubmitToolResults of a pending group, the running turn's retry).
 
 A queued call's retry with the same request_id takes a new ticket: BeginTurn
 answers the remembered turn first, so whichever call reaches the front after
@@ -45,6 +48,7 @@ from agent_gateway.turns.lease_keeper import LeaseKeeper
 from agent_gateway.turns.state import Plan
 from stello.common.v1 import common_pb2
 from stello.errors import DeadlineExceeded, NotFound, StelloError
+from stello.serving.space_calls import waiting_aside
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -101,7 +105,8 @@ class TurnLine:
         reply = await self._begin(caller, plan, request)
         if not reply.HasField("queued"):
             return reply
-        return await self._wait(caller, plan, request, time.monotonic())
+        with waiting_aside():  # it only waits: the space's other calls may have its place
+            return await self._wait(caller, plan, request, time.monotonic())
 
     async def _wait(
         self,
@@ -138,12 +143,18 @@ class TurnLine:
             DeadlineExceeded: none are left.
         """
         remaining = caller.remaining()
+        until, then = "until its deadline", "retry, with a later deadline to wait longer"
         if remaining is None:
             remaining = self._max_wait_s - (time.monotonic() - since)
+            until = (
+                f"{self._max_wait_s:g} s, the most a call with no deadline waits "
+                "(STELLO_GATEWAY_TURN_MAX_S)"
+            )
+            then = "retry, or give the call a deadline to wait longer"
         if remaining <= 0:
             raise DeadlineExceeded(
-                f"the turn waited in line for session {plan.session_id} until its deadline "
-                "(busy policy ENQUEUE); it left the line and nothing was written"
+                f"the turn waited in line for session {plan.session_id} {until} (busy policy "
+                f"ENQUEUE); it left the line and nothing was written: {then}"
             )
         return remaining
 

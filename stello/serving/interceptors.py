@@ -61,7 +61,7 @@ from stello.errors import (
 )
 from stello.serving.access_log import AccessLog, outcome
 from stello.serving.boundary import check_request, client_error, request_descriptor, tolerant
-from stello.serving.space_calls import LONG_LIVED, SpaceCalls
+from stello.serving.space_calls import LONG_LIVED, Slot, SpaceCalls, current_slot
 from stello.telemetry.metrics import MethodMetrics, RpcMetrics
 from stello.validation import checked_space
 
@@ -134,11 +134,11 @@ def _enter(plan: MethodPlan) -> None:
         plan.metrics.in_flight += 1
 
 
-def _leave(plan: MethodPlan, counted: uuid.UUID | None) -> None:
-    """A call of `plan` ended: no longer in flight, and its space's count (`counted`, the
-    space `_admit` counted it for, if any) given back."""
+def _leave(plan: MethodPlan, counted: Slot | None) -> None:
+    """A call of `plan` ended: no longer in flight, and its place in its space's count
+    (`counted`, the one `_admit` took, if any) given back."""
     if counted is not None:
-        plan.calls.give(counted)
+        counted.give()
     if plan.metrics is not None:
         plan.metrics.in_flight -= 1
 
@@ -159,6 +159,7 @@ class CallChain(grpc.aio.ServerInterceptor):
         self._keys = keys
         self._space_calls = space_calls or SpaceCalls(0)
         self._space_watches = space_watches or SpaceCalls(0)
+        self._space_waiters = SpaceCalls(self._space_calls.cap, "calls waiting aside")
         self._metrics = metrics
         self._admin_methods = admin_methods
         self._access = access or AccessLog()
@@ -217,7 +218,7 @@ class CallChain(grpc.aio.ServerInterceptor):
             header = self._start(context)
             error: BaseException | None = None
             finished = False
-            counted: uuid.UUID | None = None
+            counted: Slot | None = None
             _enter(plan)
             try:
                 counted = await self._admit(plan, request, header)
@@ -246,7 +247,7 @@ class CallChain(grpc.aio.ServerInterceptor):
             header = self._start(context)
             error: BaseException | None = None
             finished = False
-            counted: uuid.UUID | None = None
+            counted: Slot | None = None
             _enter(plan)
             try:
                 counted = await self._admit(plan, request, header)
@@ -310,11 +311,12 @@ class CallChain(grpc.aio.ServerInterceptor):
                 extra=_access_fields(plan.name, code, seconds),
             )
 
-    async def _admit(self, plan: MethodPlan, request: Any, header: str) -> uuid.UUID | None:
+    async def _admit(self, plan: MethodPlan, request: Any, header: str) -> Slot | None:
         """(Unless public) the key and its scope, then the request check, then the space,
-        and the call counted against its space's cap; the space it was counted for (to give
-        back). The key comes first: a caller without a valid one learns nothing of a
-        request's rules (UNAUTHENTICATED whatever it sent)."""
+        and the call counted against its space's cap; its place in the count (to give back;
+        also `current_slot`, for a call that waits aside). The key comes first: a caller
+        without a valid one learns nothing of a request's rules (UNAUTHENTICATED whatever
+        it sent)."""
         if not plan.auth:
             check_request(request)
             return None
@@ -333,7 +335,9 @@ class CallChain(grpc.aio.ServerInterceptor):
             await self._keys.check_space(principal, space_id, raw)
             checked_space.set((raw, space_id))
             if plan.calls.take(space_id, raw):
-                counted = space_id
+                aside = self._space_waiters if plan.calls is self._space_calls else None
+                counted = Slot(plan.calls, space_id, aside)
+                current_slot.set(counted)
         principal_var.set(principal)
         api_key_var.set(secret)
         return counted

@@ -6,6 +6,9 @@ STELLO_MAX_WATCHES_PER_SPACE for long-lived streams) that the call chain
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from stello.errors import ResourceExhausted
 from stello.reasons import SPACE_BUSY
@@ -45,6 +48,17 @@ class SpaceCalls:
         self._held[space_id] = held + 1
         return True
 
+    def try_take(self, space_id: uuid.UUID) -> bool:
+        """Count a call of `space_id` unless the cap is reached; whether it was counted."""
+        if self.cap > 0 and self._held.get(space_id, 0) >= self.cap:
+            return False
+        self.force(space_id)
+        return True
+
+    def force(self, space_id: uuid.UUID) -> None:
+        """Count a call of `space_id` again, whatever the cap (one that waited aside)."""
+        self._held[space_id] = self._held.get(space_id, 0) + 1
+
     def give(self, space_id: uuid.UUID) -> None:
         """A counted call of `space_id` ended."""
         held = self._held.pop(space_id, 0) - 1
@@ -55,3 +69,64 @@ class SpaceCalls:
 LONG_LIVED = frozenset({"WatchSpace"})
 """Methods (by name) whose calls are counted apart from the others: streams that live as
 long as a page does (`SpaceCalls`)."""
+
+
+class Slot:
+    """The place a call holds in its space's count, given back once (at its end, or while
+    it waits aside, in `aside`'s count: as many calls of a space may wait as run)."""
+
+    __slots__ = ("_aside", "_calls", "_held", "_space_id")
+
+    def __init__(
+        self, calls: SpaceCalls, space_id: uuid.UUID, aside: SpaceCalls | None = None
+    ) -> None:
+        self._calls = calls
+        self._aside = aside
+        self._space_id = space_id
+        self._held = True
+
+    def step_aside(self) -> bool:
+        """Move the place to the count of waiting calls; False (it stays) when that is full."""
+        if not self._held or self._aside is None or not self._aside.try_take(self._space_id):
+            return False
+        self.give()
+        return True
+
+    def step_back(self) -> None:
+        """Take the place back from the count of waiting calls (after `step_aside`)."""
+        assert self._aside is not None
+        self._aside.give(self._space_id)
+        self.retake()
+
+    def give(self) -> None:
+        """Give the place back (no-op when it is not held)."""
+        if self._held:
+            self._held = False
+            self._calls.give(self._space_id)
+
+    def retake(self) -> None:
+        """Hold the place again, whatever the cap (the call was admitted already)."""
+        if not self._held:
+            self._held = True
+            self._calls.force(self._space_id)
+
+
+current_slot: ContextVar[Slot | None] = ContextVar("stello_space_slot", default=None)
+"""The running call's place in its space's count (None: not counted), set at admission."""
+
+
+@contextmanager
+def waiting_aside() -> Iterator[None]:
+    """While inside, the running call holds no place in its space's count: it only waits
+    (a turn in its session's line), and must not keep the space's other calls out (the
+    call it waits for among them). It counts among the space's waiting calls instead (as
+    many as the cap; past them it keeps its place), and takes its place again on the way
+    out."""
+    slot = current_slot.get()
+    if slot is None or not slot.step_aside():
+        yield
+        return
+    try:
+        yield
+    finally:
+        slot.step_back()

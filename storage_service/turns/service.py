@@ -45,6 +45,16 @@ def _lease(
     return TurnLease(token, expires_at)
 
 
+def _running(session_id: uuid.UUID) -> Aborted:
+    """A REJECT turn refused by a live one: what the caller's `busy` could do instead."""
+    return Aborted(
+        f"session {session_id} has a turn in progress (busy policy REJECT); retry after it "
+        "ends, or set busy to BUSY_POLICY_ENQUEUE (wait in line) or BUSY_POLICY_INTERRUPT "
+        "(stop it and run this turn)",
+        reason=TURN_IN_PROGRESS,
+    )
+
+
 class TurnService:
     """A session's turn lease, and the turn BeginTurn answers with it."""
 
@@ -105,6 +115,8 @@ class TurnService:
                     return TurnStart(queued=queued)
                 lease = await take(uow)
             else:
+                if locked.lease_live:
+                    raise _running(session_id)
                 if locked.queued and not locked.lease_live and not policy.continuation:
                     raise Aborted(
                         f"turns are queued for session {session_id}; retry after them, or "

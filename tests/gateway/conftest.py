@@ -238,7 +238,8 @@ def _start_gateway(
     settings: StelloSettings,
     local_calls: bool,
 ) -> GatewayStarter:
-    """Start a gateway over the backends; keyword overrides go to GatewaySettings.
+    """Start a gateway over the backends; keyword overrides go to GatewaySettings (`stello`:
+    overrides of the process's StelloSettings, e.g. `max_calls_per_space`).
 
     COMPRESS forks use the FakeSummarizer unless `fake_summarizer` is False
     (then the gateway's own, over its provider and configured prompts).
@@ -251,6 +252,7 @@ def _start_gateway(
         clients: GatewayClients | None = None,
         provider: LLMProvider | None = None,
         fake_summarizer: bool = True,
+        stello: dict[str, Any] | None = None,
         **overrides: Any,
     ) -> RunningServer:
         overrides.setdefault("profiles_file", profiles_file)
@@ -265,9 +267,19 @@ def _start_gateway(
             clients=clients,
             provider=provider,
         )
+        if stello:
+            made = factory
+            factory = partial(_with_settings, made, stello)
         return await start_server(factory)
 
     return start
+
+
+def _with_settings(
+    factory: Callable[..., Any], stello: dict[str, Any], settings: StelloSettings, *rest: Any
+) -> Any:
+    """`factory`'s app with `stello` overriding fields of the process's settings."""
+    return factory(settings.model_copy(update=stello), *rest)
 
 
 async def open_stack(

@@ -26,6 +26,8 @@ from tests.support.rows import space_rows
 from tests.tree.conftest import TreeClient, erased, open_tree
 from tree_service.app import create_app, create_retention
 from tree_service.config import TreeSettings
+from tree_service.retention.repository import Cursor
+from tree_service.retention.wire import page_token
 
 pytestmark = pytest.mark.sql
 
@@ -40,6 +42,14 @@ ARCHIVED_AGO = """
 UPDATE sessions SET archived_at = now() - make_interval(days => $3)
 WHERE space_id = $1 AND id = ANY ($2::uuid[])
 """
+# A turn's lease on a session, live for $3 seconds from now (negative: expired), as
+# storage's BeginTurn takes it.
+LEASE = """
+UPDATE sessions SET turn_token = gen_random_uuid(),
+    turn_expires_at = now() + make_interval(secs => $3)
+WHERE space_id = $1 AND id = $2
+"""
+CREATED = "SELECT created_at FROM sessions WHERE space_id = $1 AND id = $2"
 STATUSES = "SELECT id, status FROM sessions WHERE space_id = $1 AND provisional_until IS NULL"
 EVENTS = "SELECT kind, session_id FROM space_events WHERE space_id = $1 ORDER BY position"
 CURSOR = "SELECT cursor_id FROM retention_policies WHERE space_id = $1"
@@ -142,6 +152,23 @@ class TestArchive:
         assert kinds(await apply(tree)) == []
         assert not await pin(tree, child, pinned=False)
         assert kinds(await apply(tree)) == [(root, ARCHIVE)]
+
+    async def test_a_turn_in_progress_keeps_its_subtree(
+        self, tree: TreeClient, pool: asyncpg.Pool, space: TestSpace
+    ) -> None:
+        """A turn running in an idle subtree is activity: the subtree is neither archived nor
+        listed by a dry run (archived, the turn would fail SESSION_ARCHIVED and lose the
+        user's message). A lease past its expiry is no turn: that subtree is archived."""
+        running = await family(tree)
+        stale = await family(tree)
+        await idle(pool, space, 40, *running, *stale)
+        await pool.execute(LEASE, space.id, uuid.UUID(running[2]), 60)
+        await pool.execute(LEASE, space.id, uuid.UUID(stale[2]), -60)
+        await put_policy(tree, archive_after_days=30)
+        assert kinds(await apply(tree, dry_run=True)) == [(stale[0], ARCHIVE)]
+        assert kinds(await apply(tree)) == [(stale[0], ARCHIVE)]
+        found = await statuses(pool, space)
+        assert [found[i] for i in running] == ["active"] * 3
 
 
 class TestEvents:
@@ -279,6 +306,26 @@ class TestSweep:
         assert kinds(reply) == [(to_archive[0], ARCHIVE), (to_delete[0], DELETE)]
         assert [a.label for a in reply.actions] == ["root", "root"]
         assert [list(a.session_ids) for a in reply.actions] == [[], []]
+        assert await space_rows(pool, space.id) == before
+
+    async def test_a_page_token_is_only_for_a_dry_run(
+        self, tree: TreeClient, pool: asyncpg.Pool, space: TestSpace
+    ) -> None:
+        """A real run given a dry run's page token is INVALID_ARGUMENT naming page_token and
+        changes nothing: it ignored the token and archived every root, those before the
+        page the client meant included."""
+        first, second = await family(tree), await family(tree)
+        await idle(pool, space, 400, *first, *second)
+        await put_policy(tree, archive_after_days=30)
+        # The token of the page after the first root, as a dry run of more roots answers it.
+        created = await pool.fetchval(CREATED, space.id, uuid.UUID(first[0]))
+        token = page_token(Cursor(created, uuid.UUID(first[0])))
+        before = await space_rows(pool, space.id)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await apply(tree, page_token=token)
+        assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert [v.field for v in field_violations(caught.value)] == ["page_token"]
+        assert "dry_run" in (caught.value.details() or "")
         assert await space_rows(pool, space.id) == before
 
     async def test_another_space_is_untouched(

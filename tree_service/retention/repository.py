@@ -105,10 +105,22 @@ ORDER BY depth, id
 LIMIT $3
 """
 
+# Whether a turn runs in the subtree (a live lease): activity an idle subtree may not
+# show yet (a turn's day is written when it commits). Read only for a subtree the
+# policy would archive, whose active sessions ARCHIVE reads anyway.
+TURN_RUNNING = """
+SELECT true FROM sessions
+WHERE space_id = $1 AND root_id = $2 AND status = 'active' AND provisional_until IS NULL
+  AND turn_token IS NOT NULL AND turn_expires_at > $3
+LIMIT 1
+"""
+
+# A session whose lease a BeginTurn took meanwhile is left active (its turn goes on).
 ARCHIVE = """
 UPDATE sessions SET status = 'archived', archived_at = $3, updated_at = $3
 WHERE space_id = $1 AND id = ANY ($2::uuid[]) AND status = 'active'
   AND provisional_until IS NULL
+  AND (turn_token IS NULL OR turn_expires_at <= $3)
 RETURNING id
 """
 
@@ -248,6 +260,10 @@ class RetentionStatements:
             )
             for r in rows
         ]
+
+    async def turn_running(self, space_id: uuid.UUID, root_id: uuid.UUID, now: datetime) -> bool:
+        """Whether a turn holds a live lease on a session of the root's subtree at `now`."""
+        return await self._con.fetchval(TURN_RUNNING, space_id, root_id, now) is not None
 
     async def archive_some(
         self, space_id: uuid.UUID, root_id: uuid.UUID, now: datetime, limit: int

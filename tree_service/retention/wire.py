@@ -15,6 +15,13 @@ POLICY_REQUIRED = "is required (an empty RetentionPolicy, neither step set, expi
 """PutRetention's `policy` left unset (PutConfig's `config` likewise): a client that forgot
 it must not have a policy it never gave stored in its place."""
 
+PAGE_TOKEN_DRY_RUN_ONLY = (
+    "is a dry run's (set dry_run, or leave page_token empty: a run that changes "
+    "things goes on from where the space's sweep stands)"
+)
+"""ApplyRetention's `page_token` without `dry_run`: applied from the first root, the run
+would archive and delete what the page the client meant to start at left out."""
+
 KINDS = {
     "archive": common_pb2.RetentionAction.KIND_ARCHIVE,
     "delete": common_pb2.RetentionAction.KIND_DELETE,

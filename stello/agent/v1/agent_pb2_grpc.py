@@ -66,7 +66,9 @@ class AgentGatewayStub:
     stay within 4 MiB (STELLO_GATEWAY_MAX_PAGE_BYTES).
     - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
     process (64 by default; WatchSpace streams not counted: they have
-    STELLO_MAX_WATCHES_PER_SPACE, 32) has its next call refused at once,
+    STELLO_MAX_WATCHES_PER_SPACE, 32; nor, up to as many again, ENQUEUE
+    turns while they wait in their session's line) has its next call
+    refused at once,
     before any work: RESOURCE_EXHAUSTED, reason SPACE_BUSY (ErrorInfo
     metadata `space_id`, `limit`); retry with backoff. One tenant's burst is
     refused rather than queueing every tenant behind it.
@@ -361,7 +363,9 @@ class AgentGatewayServicer:
     stay within 4 MiB (STELLO_GATEWAY_MAX_PAGE_BYTES).
     - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
     process (64 by default; WatchSpace streams not counted: they have
-    STELLO_MAX_WATCHES_PER_SPACE, 32) has its next call refused at once,
+    STELLO_MAX_WATCHES_PER_SPACE, 32; nor, up to as many again, ENQUEUE
+    turns while they wait in their session's line) has its next call
+    refused at once,
     before any work: RESOURCE_EXHAUSTED, reason SPACE_BUSY (ErrorInfo
     metadata `space_id`, `limit`); retry with backoff. One tenant's burst is
     refused rather than queueing every tenant behind it.
@@ -601,7 +605,8 @@ class AgentGatewayServicer:
         ticket it renews every third of STELLO_GATEWAY_TURN_LEASE_TTL_S, so
         the place of a caller whose gateway died frees within that TTL; a
         caller that cancels leaves the line at once. It waits at most until
-        its deadline: past it DEADLINE_EXCEEDED, with nothing written. At
+        its deadline (a call with none: STELLO_GATEWAY_TURN_MAX_S): past it
+        DEADLINE_EXCEEDED, with nothing written. At
         most STELLO_GATEWAY_TURN_QUEUE_MAX calls wait per session: one more
         is RESOURCE_EXHAUSTED, reason TURN_QUEUE_FULL. A session whose last
         turn stopped on client tool calls (pending_tool_calls) is still
@@ -700,8 +705,9 @@ class AgentGatewayServicer:
         - RESOURCE_EXHAUSTED, reason TURN_QUEUE_FULL: ENQUEUE, and
         STELLO_GATEWAY_TURN_QUEUE_MAX calls already wait for the session;
         nothing was written.
-        - DEADLINE_EXCEEDED: ENQUEUE, and the deadline passed while the call
-        waited in line; it left the line and nothing was written.
+        - DEADLINE_EXCEEDED: ENQUEUE, and the deadline (with none,
+        STELLO_GATEWAY_TURN_MAX_S) passed while the call waited in line; it
+        left the line and nothing was written.
         A live turn's lease is renewed while it runs; one whose gateway died
         or lost storage ends within STELLO_GATEWAY_TURN_LEASE_TTL_S. Retry
         after a pause with the same request_id: it answers the first call's
@@ -1364,7 +1370,8 @@ class AgentGatewayServicer:
         """ApplyRetention applies the space's policy now, or with `dry_run` lists
         what it would archive or delete and changes nothing (`stello retention
         apply [--dry-run]`). A root's subtree is judged as a whole: a pinned
-        session (PinSession) keeps it, an active child keeps its ancestors.
+        session (PinSession) keeps it, an active child keeps its ancestors, a
+        turn running in it (Send ... under way) keeps it from archiving.
         Deletion is DeleteSession's: nothing of the subtree is left, its events
         are written. Bounded batches, resumable (see the tree's ApplyRetention).
         A policy with neither step set (`stello retention set --none`) expires
@@ -1372,7 +1379,8 @@ class AgentGatewayServicer:
 
         Errors:
         - INVALID_ARGUMENT: malformed space_id or page_token; negative
-        max_batches.
+        max_batches; page_token without dry_run (a run that changes things
+        goes on from where the space's sweep stands).
         - FAILED_PRECONDITION, reason NO_RETENTION_POLICY: the space has none.
         - ABORTED, reason CONCURRENT_MODIFICATION: a session was created under a
         subtree being deleted; that batch changed nothing: retry. A sweep of
@@ -1856,7 +1864,9 @@ class AgentGateway:
     stay within 4 MiB (STELLO_GATEWAY_MAX_PAGE_BYTES).
     - A space with STELLO_MAX_CALLS_PER_SPACE calls in progress on one server
     process (64 by default; WatchSpace streams not counted: they have
-    STELLO_MAX_WATCHES_PER_SPACE, 32) has its next call refused at once,
+    STELLO_MAX_WATCHES_PER_SPACE, 32; nor, up to as many again, ENQUEUE
+    turns while they wait in their session's line) has its next call
+    refused at once,
     before any work: RESOURCE_EXHAUSTED, reason SPACE_BUSY (ErrorInfo
     metadata `space_id`, `limit`); retry with backoff. One tenant's burst is
     refused rather than queueing every tenant behind it.

@@ -620,7 +620,8 @@ class SessionTreeServicer:
         """Applies the space's policy now, or with `dry_run` lists what it would do
         and changes nothing. Roots are judged in (created_at, id) order, each
         subtree as a whole (by index: never a walk): a pinned session keeps its
-        subtree; one that is active keeps its ancestors. A subtree idle for
+        subtree; one that is active keeps its ancestors; a turn running (a live
+        lease) in a subtree keeps it from archiving. A subtree idle for
         archive_after_days has its active sessions archived (SESSION_ARCHIVED
         events); one whose sessions are all archived, the newest for
         delete_after_days, is deleted through DeleteSubtree's path (hidden in
@@ -635,7 +636,7 @@ class SessionTreeServicer:
         read and no row changed (the sweep's cursor stays where it was).
 
         Errors: INVALID_ARGUMENT (malformed space_id or page_token, negative
-        max_batches); FAILED_PRECONDITION, reason NO_RETENTION_POLICY (none
+        max_batches, page_token without dry_run); FAILED_PRECONDITION, reason NO_RETENTION_POLICY (none
         set); ABORTED, reason CONCURRENT_MODIFICATION (a session was created
         under a subtree the batch was deleting: that batch changed nothing,
         retry); UNAUTHENTICATED. A sweep of the space running elsewhere is

@@ -314,6 +314,40 @@ class TestEnqueue:
         assert users(await stack.records(root.id)) == ["first"]
         assert slow.last_messages == ["first"]
 
+    async def test_with_no_deadline_it_waits_at_most_the_turn_limit(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A queued call with no deadline of its own waits at most STELLO_GATEWAY_TURN_MAX_S:
+        DEADLINE_EXCEEDED naming that setting (it said "until its deadline", which the
+        client never set), out of line, nothing written."""
+        spy = SpyProvider().then(answer("", tool_call("lookup", "c1")))
+        stack = await make_stack(spy, turn_max_s=0.5)
+        root = await stack.root()
+        await send(stack, root.id, "look it up", tools=[tool_definition("lookup")])
+        error = await rpc_error(send(stack, root.id, "and then?", busy=ENQUEUE))
+        assert error.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+        assert "STELLO_GATEWAY_TURN_MAX_S" in (error.details() or "")
+        assert await tickets(pool, stack, root.id) == 0
+        assert users(await stack.records(root.id)) == ["look it up"]
+
+    async def test_waiting_calls_leave_the_space_cap_to_others(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """Calls waiting in a session's line do no work, so they hold no place in the space's
+        STELLO_MAX_CALLS_PER_SPACE: with the cap (2) taken by two queued Sends, the
+        SubmitToolResults they wait for (and any other call of the space) was SPACE_BUSY,
+        and the line could only end at the waiters' deadlines. Now it runs, then they do."""
+        spy = SpyProvider().then(answer("", tool_call("lookup", "c1")), answer("found it"))
+        stack = await make_stack(spy, stello={"max_calls_per_space": 2})
+        root = await stack.root()
+        await send(stack, root.id, "look it up", tools=[tool_definition("lookup")])
+        waiting = [enqueue(stack, root.id, f"w{i}") for i in range(2)]
+        await queued(pool, stack, root.id, 2)
+        await submit(stack, root.id, ("c1", "42"))
+        await asyncio.wait_for(asyncio.gather(*waiting), 10)
+        assert sorted(users(await stack.records(root.id))) == ["look it up", "w0", "w1"]
+        await send(stack, root.id, "after")  # the waiters' places were given back, once
+
     async def test_the_line_is_capped(self, make_stack: StackMaker, pool: asyncpg.Pool) -> None:
         """With STELLO_GATEWAY_TURN_QUEUE_MAX calls waiting, one more is RESOURCE_EXHAUSTED
         TURN_QUEUE_FULL at once, naming the cap, and nothing of it is written."""

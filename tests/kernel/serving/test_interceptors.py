@@ -7,7 +7,8 @@ import contextvars
 import logging
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import asyncpg
 import grpc
@@ -18,6 +19,7 @@ from stello.errors import InvalidArgument, error_info_metadata, error_info_reaso
 from stello.serving.access_log import AccessLog
 from stello.serving.interceptors import RequestIds
 from stello.serving.server import ServiceApp
+from stello.serving.space_calls import Slot, SpaceCalls, current_slot, waiting_aside
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2
 from stello.validation import checked_space, space_uuid
@@ -412,6 +414,40 @@ class TestSpaceHandedOver:
             return space_uuid(str(value)), space_uuid(str(other))
 
         assert contextvars.copy_context().run(inside_a_call) == (value, other)
+
+
+class TestWaitingAside:
+    def test_a_waiting_call_lends_its_place_within_a_bound(self) -> None:
+        """A call waiting aside (a queued turn) gives its place in the space's count to
+        others and takes it again after; as many calls as the cap may wait aside, one more
+        keeps its place (waiters are not unbounded); every place comes back once."""
+        calls, aside, space = SpaceCalls(2), SpaceCalls(2), uuid.uuid4()
+        assert calls.try_take(space) and calls.try_take(space)
+        first, second = Slot(calls, space, aside), Slot(calls, space, aside)
+        assert not calls.try_take(space)
+        with _waiting(first), _waiting(second):
+            assert calls.try_take(space)  # both wait: two other calls of the space run
+            assert calls.try_take(space)
+            third = Slot(calls, space, aside)  # the second of them, which waits in turn
+            with _waiting(third):  # past the bound: it keeps its place
+                assert not calls.try_take(space)
+            third.give()
+        for slot in (first, second):
+            slot.give()
+        calls.give(space)  # the other call that ran
+        assert calls.try_take(space) and calls.try_take(space)
+        assert not calls.try_take(space)
+
+
+@contextmanager
+def _waiting(slot: Slot) -> Iterator[None]:
+    """Inside `waiting_aside` as the call that holds `slot`."""
+    token = current_slot.set(slot)
+    try:
+        with waiting_aside():
+            yield
+    finally:
+        current_slot.reset(token)
 
 
 @pytest.mark.sql

@@ -143,6 +143,19 @@ class TestEnqueue:
         assert "queued" in (error.details() or "")
         assert (await begin(stub, space, sid, continuation=True)).token
 
+    async def test_reject_while_a_turn_runs_names_the_policies(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A REJECT turn refused by a running one says which policy refused it and which
+        `busy` values wait for the session or take it over."""
+        sid = await make_session()
+        await begin(stub, space, sid)
+        error = await rpc_error(begin(stub, space, sid))
+        assert error.code() is grpc.StatusCode.ABORTED
+        assert error_info_reason(error) == "TURN_IN_PROGRESS"
+        details = error.details() or ""
+        assert "REJECT" in details and "ENQUEUE" in details and "INTERRUPT" in details
+
     async def test_the_cap_refuses_one_more(
         self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
     ) -> None:
