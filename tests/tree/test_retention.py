@@ -153,22 +153,25 @@ class TestArchive:
         assert not await pin(tree, child, pinned=False)
         assert kinds(await apply(tree)) == [(root, ARCHIVE)]
 
-    async def test_a_turn_in_progress_keeps_its_subtree(
-        self, tree: TreeClient, pool: asyncpg.Pool, space: TestSpace
+    async def test_a_turn_in_progress_keeps_its_session_active(
+        self, one_at_a_time: TreeClient, pool: asyncpg.Pool, space: TestSpace
     ) -> None:
-        """A turn running in an idle subtree is activity: the subtree is neither archived nor
-        listed by a dry run (archived, the turn would fail SESSION_ARCHIVED and lose the
-        user's message). A lease past its expiry is no turn: that subtree is archived."""
-        running = await family(tree)
-        stale = await family(tree)
+        """A session with a turn running in an idle subtree is left active (archived, the
+        turn would fail SESSION_ARCHIVED and lose the user's message); the rest of the
+        subtree is archived, batch after batch of one session: the leased one neither stops
+        the subtree's archive at it nor takes a batch's place. A lease past its expiry is no
+        turn. Judging the subtree stays a probe of its facts (a look for a lease in it
+        would read every active session of it)."""
+        running = await family(one_at_a_time)
+        stale = await family(one_at_a_time)
         await idle(pool, space, 40, *running, *stale)
-        await pool.execute(LEASE, space.id, uuid.UUID(running[2]), 60)
-        await pool.execute(LEASE, space.id, uuid.UUID(stale[2]), -60)
-        await put_policy(tree, archive_after_days=30)
-        assert kinds(await apply(tree, dry_run=True)) == [(stale[0], ARCHIVE)]
-        assert kinds(await apply(tree)) == [(stale[0], ARCHIVE)]
+        await pool.execute(LEASE, space.id, uuid.UUID(running[1]), 60)
+        await pool.execute(LEASE, space.id, uuid.UUID(stale[1]), -60)
+        await put_policy(one_at_a_time, archive_after_days=30)
+        assert (await apply(one_at_a_time)).done
         found = await statuses(pool, space)
-        assert [found[i] for i in running] == ["active"] * 3
+        assert [found[i] for i in running] == ["archived", "active", "archived"]
+        assert [found[i] for i in stale] == ["archived"] * 3
 
 
 class TestEvents:
@@ -372,6 +375,17 @@ class TestSweep:
         with pytest.raises(grpc.aio.AioRpcError) as unset:
             await apply(tree)
         assert error_info_reason(unset.value) == "NO_RETENTION_POLICY"
+
+
+@pytest.fixture(name="one_at_a_time")
+async def _one_at_a_time(
+    start_server: ServerStarter, space: TestSpace
+) -> AsyncIterator[TreeClient]:
+    """A tree server whose retention archives one session per batch."""
+    config = TreeSettings(retention_batch_sessions=1)
+    running: RunningServer = await start_server(partial(create_app, config=config))
+    async for client in open_tree(running, space):
+        yield client
 
 
 # A root's subtree of $3 children, each active now (a seeded fixture, not RPCs).

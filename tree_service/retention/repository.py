@@ -97,25 +97,19 @@ ROOTS = _ROOTS.format(after="")
 ROOTS_AFTER = _ROOTS.format(after="\n  AND (r.created_at, r.id) > ($3::timestamptz, $4::uuid)")
 
 # At most $3 of the subtree's active sessions, then their archive (in the same
-# transaction; the sessions of a subtree larger than a batch take several).
+# transaction; the sessions of a subtree larger than a batch take several). A session
+# with a turn under way at $4 (a live lease: its activity shows when the turn commits)
+# is left active and its turn goes on, by both: ARCHIVE's own check covers a lease a
+# BeginTurn took between the two. The rest of its subtree is archived: a check of the
+# whole subtree for a lease first would read every active session of it, per batch.
 ACTIVE_IN_SUBTREE = """
 SELECT id FROM sessions
 WHERE space_id = $1 AND root_id = $2 AND status = 'active' AND provisional_until IS NULL
+  AND (turn_token IS NULL OR turn_expires_at <= $4)
 ORDER BY depth, id
 LIMIT $3
 """
 
-# Whether a turn runs in the subtree (a live lease): activity an idle subtree may not
-# show yet (a turn's day is written when it commits). Read only for a subtree the
-# policy would archive, whose active sessions ARCHIVE reads anyway.
-TURN_RUNNING = """
-SELECT true FROM sessions
-WHERE space_id = $1 AND root_id = $2 AND status = 'active' AND provisional_until IS NULL
-  AND turn_token IS NOT NULL AND turn_expires_at > $3
-LIMIT 1
-"""
-
-# A session whose lease a BeginTurn took meanwhile is left active (its turn goes on).
 ARCHIVE = """
 UPDATE sessions SET status = 'archived', archived_at = $3, updated_at = $3
 WHERE space_id = $1 AND id = ANY ($2::uuid[]) AND status = 'active'
@@ -261,15 +255,13 @@ class RetentionStatements:
             for r in rows
         ]
 
-    async def turn_running(self, space_id: uuid.UUID, root_id: uuid.UUID, now: datetime) -> bool:
-        """Whether a turn holds a live lease on a session of the root's subtree at `now`."""
-        return await self._con.fetchval(TURN_RUNNING, space_id, root_id, now) is not None
-
     async def archive_some(
         self, space_id: uuid.UUID, root_id: uuid.UUID, now: datetime, limit: int
     ) -> list[uuid.UUID]:
-        """Archive up to `limit` active sessions of the root's subtree; their ids."""
-        ids = [r["id"] for r in await self._con.fetch(ACTIVE_IN_SUBTREE, space_id, root_id, limit)]
+        """Archive up to `limit` active sessions of the root's subtree, none with a turn under
+        way at `now`; their ids."""
+        found = await self._con.fetch(ACTIVE_IN_SUBTREE, space_id, root_id, limit, now)
+        ids = [r["id"] for r in found]
         if not ids:
             return []
         return [r["id"] for r in await self._con.fetch(ARCHIVE, space_id, ids, now)]

@@ -155,13 +155,13 @@ class RetentionService:
                 return Applied((), True)
             now: datetime = await con.fetchval("SELECT now()")
             roots = await statements.roots(space_id, after, DRY_RUN_PAGE)
-            actions = []
-            for root in roots:
-                kind = await _judged(statements, space_id, policy, root, now)
-                if kind is not None:
-                    actions.append(Action(root, kind))
+            actions = tuple(
+                Action(root, kind)
+                for root in roots
+                if (kind := judge(policy, root, now)) is not None
+            )
             more = len(roots) == DRY_RUN_PAGE
-            return Applied(tuple(actions), not more, roots[-1].cursor if more else None)
+            return Applied(actions, not more, roots[-1].cursor if more else None)
 
         return await in_transaction(self._pool, read)
 
@@ -249,7 +249,7 @@ class RetentionService:
         cursor, budget, actions = locked.cursor, self._batch_sessions, []
         finished = True
         for root in roots:
-            kind = await _judged(statements, space_id, locked.policy, root, locked.now)
+            kind = judge(locked.policy, root, locked.now)
             if kind == "archive":
                 ids = await statements.archive_some(space_id, root.id, locked.now, budget)
                 for session_id in ids:
@@ -268,21 +268,6 @@ class RetentionService:
         done = finished and len(roots) < self._batch_roots
         await statements.save_cursor(space_id, None if done else cursor, locked.now)
         return Applied(tuple(actions), done)
-
-
-async def _judged(
-    statements: RetentionStatements,
-    space_id: uuid.UUID,
-    policy: Policy,
-    root: RootFacts,
-    now: datetime,
-) -> Kind | None:
-    """`judge`, where a turn running in a subtree to archive keeps it (it is activity its
-    day does not show until the turn commits; archived, the turn would fail)."""
-    kind = judge(policy, root, now)
-    if kind == "archive" and await statements.turn_running(space_id, root.id, now):
-        return None
-    return kind
 
 
 def validate_days(value: int | None, name: str) -> str | None:

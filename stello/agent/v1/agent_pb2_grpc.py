@@ -1370,8 +1370,8 @@ class AgentGatewayServicer:
         """ApplyRetention applies the space's policy now, or with `dry_run` lists
         what it would archive or delete and changes nothing (`stello retention
         apply [--dry-run]`). A root's subtree is judged as a whole: a pinned
-        session (PinSession) keeps it, an active child keeps its ancestors, a
-        turn running in it (Send ... under way) keeps it from archiving.
+        session (PinSession) keeps it, an active child keeps its ancestors; a
+        session with a turn under way (Send ...) is left active, its turn goes on.
         Deletion is DeleteSession's: nothing of the subtree is left, its events
         are written. Bounded batches, resumable (see the tree's ApplyRetention).
         A policy with neither step set (`stello retention set --none`) expires

@@ -620,8 +620,8 @@ class SessionTreeServicer:
         """Applies the space's policy now, or with `dry_run` lists what it would do
         and changes nothing. Roots are judged in (created_at, id) order, each
         subtree as a whole (by index: never a walk): a pinned session keeps its
-        subtree; one that is active keeps its ancestors; a turn running (a live
-        lease) in a subtree keeps it from archiving. A subtree idle for
+        subtree; one that is active keeps its ancestors; a session with a turn
+        under way (a live lease) is left active. A subtree idle for
         archive_after_days has its active sessions archived (SESSION_ARCHIVED
         events); one whose sessions are all archived, the newest for
         delete_after_days, is deleted through DeleteSubtree's path (hidden in
