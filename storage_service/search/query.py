@@ -53,10 +53,35 @@ _TOKEN = re.compile(r'(-?)"([^"]*)"?|(-?)([^\s"]+)')
 @dataclass(frozen=True, slots=True)
 class SearchQuery:
     """A parsed query: the `to_tsquery` text ("" = nothing can match) and its
-    normalized form (what a page token binds)."""
+    normalized form (what a page token binds); its alternatives (`a or b`), each's text, and
+    each's positive terms alone when it has negated ones ("" when it has none)."""
 
     text: str
     canonical: str
+    alternatives: tuple[str, ...] = ()
+    positives: tuple[str, ...] = ()
+
+    def negating(self) -> tuple[str, ...]:
+        """The positive terms of each alternative that has negated ones."""
+        return tuple(p for p in self.positives if p)
+
+    def keeping(self, kept: tuple[bool, ...]) -> str:
+        """The `to_tsquery` text of the alternatives without negated terms and those with
+        them that `kept` (one per `negating()`) keeps."""
+        flags = iter(kept)
+        alternatives = [
+            a
+            for a, p in zip(self.alternatives, self.positives, strict=True)
+            if not p or next(flags)
+        ]
+        return _either(alternatives)
+
+
+def _either(alternatives: list[str]) -> str:
+    """Alternatives as one `to_tsquery` text (OR)."""
+    if len(alternatives) > 1:
+        return " | ".join(f"({a})" for a in alternatives)
+    return "".join(alternatives)
 
 
 def normalise(text: str) -> str:
@@ -137,6 +162,7 @@ def parse_query(raw: str, name: str = "query", *, all_prefix: bool = False) -> S
             name, f"must be at most {MAX_QUERY_CHARS} characters, got {len(raw)}"
         )
     groups: list[list[str]] = [[]]
+    positive_terms: list[list[str]] = [[]]
     raw = normalise(raw)
     terms = 0
     positive = False
@@ -149,6 +175,7 @@ def parse_query(raw: str, name: str = "query", *, all_prefix: bool = False) -> S
             if word.lower() == "or" and not negated:
                 if groups[-1]:
                     groups.append([])
+                    positive_terms.append([])
                 continue
             fragment = _word(word, prefix=all_prefix or word.endswith("*"))
         if not fragment:
@@ -158,8 +185,12 @@ def parse_query(raw: str, name: str = "query", *, all_prefix: bool = False) -> S
             raise InvalidArgument.field(name, f"must have at most {MAX_QUERY_TERMS} terms")
         positive = positive or not negated
         groups[-1].append(f"!({fragment})" if negated else f"({fragment})")
+        if not negated:
+            positive_terms[-1].append(f"({fragment})")
     if terms and not positive and any(groups):
         raise InvalidArgument.field(name, "needs at least one term that is not negated (-)")
-    ands = [" & ".join(g) for g in groups if g]
-    text = " | ".join(f"({a})" for a in ands) if len(ands) > 1 else "".join(ands)
-    return SearchQuery(text, text)
+    kept = [(g, p) for g, p in zip(groups, positive_terms, strict=True) if g]
+    ands = [" & ".join(g) for g, _ in kept]
+    positives = [" & ".join(p) if len(p) < len(g) else "" for g, p in kept]
+    text = _either(ands)
+    return SearchQuery(text, text, tuple(ands), tuple(positives))

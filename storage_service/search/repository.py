@@ -170,6 +170,15 @@ SELECT root_id FROM sessions WHERE space_id = $1 AND id = $2 AND provisional_unt
 """
 
 
+# For each `to_tsquery` text of $1, in order, whether it holds a lexeme once the English
+# configuration has left out its stop words ("the" holds none).
+HAVE_LEXEMES = """
+SELECT numnode(to_tsquery('english'::regconfig, t)) > 0 AS some
+FROM unnest($1::text[]) WITH ORDINALITY AS u (t, i)
+ORDER BY i
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class After:
     """Where a page starts: after this hit in the order."""
@@ -199,6 +208,11 @@ class SearchRepository:
         session of the space."""
         root: uuid.UUID | None = await self._con.fetchval(VISIBLE_ROOT, space_id, session_id)
         return root
+
+    async def have_lexemes(self, texts: tuple[str, ...]) -> tuple[bool, ...]:
+        """For each `to_tsquery` text, whether it holds a word that is not a stop word."""
+        rows = await self._con.fetch(HAVE_LEXEMES, list(texts))
+        return tuple(bool(row["some"]) for row in rows)
 
     async def records(
         self,

@@ -189,12 +189,17 @@ class SearchService:
                         f"names session {scope}, which is not a root (its root is {root}): "
                         "give its root, or session_id for that session's own view",
                     )
-            if not parsed.text:
+            text = parsed.text
+            if negating := parsed.negating():
+                # "the -draft": the stop word is left out, and !draft alone would match
+                # every record without "draft"; an alternative finds nothing without a word.
+                text = parsed.keeping(await repo.have_lexemes(negating))
+            if not text:
                 return []
             return list(
                 await repo.records(
                     search.space_id,
-                    parsed.text,
+                    text,
                     session_id=search.session_id,
                     root_id=search.root_id,
                     relevance=search.relevance,

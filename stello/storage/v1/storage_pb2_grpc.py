@@ -466,7 +466,10 @@ class SessionStorageServicer:
         - words: every word must match (AND). English words match their
         stems ("running" finds "runs"); case is ignored; common English
         words (the, a, of, ...) are ignored, so a query of only such words
-        or of only punctuation finds nothing (an empty page, not an error).
+        or of only punctuation finds nothing (an empty page, not an error),
+        and so does an alternative whose positive words are all such words
+        with negated ones ("the -draft" finds nothing, not every record
+        without "draft").
         - "quoted words": a phrase, the words in this order, adjacent.
         - -word, -"a phrase": must not match. At least one term must be
         positive (a query of only negations is INVALID_ARGUMENT).

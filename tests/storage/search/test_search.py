@@ -137,6 +137,17 @@ class TestMatching:
     ) -> None:
         assert await search(stub, space, query) == []
 
+    @pytest.mark.parametrize(
+        ("query", "seqs"),
+        [("the -fox", set()), ('"of the" -bread', set()), ("bread or the -fox", {5})],
+    )
+    async def test_ignored_words_with_negations_find_nothing(
+        self, stub: Stub, space: TestSpace, corpus: uuid.UUID, query: str, seqs: set[int]
+    ) -> None:
+        """An alternative whose positive words are all ignored ("the") finds nothing, as those
+        words alone do: not every record lacking its negated word (it found 4 of 5)."""
+        assert found(await search(stub, space, query)) == {(str(corpus), n) for n in seqs}
+
     async def test_relevance_order(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
     ) -> None:
