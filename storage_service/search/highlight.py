@@ -22,14 +22,14 @@ import functools
 import math
 import re
 
-from storage_service.search.query import CJK, MARKS, SEARCHED
+from storage_service.search.query import CJK, COMBINING, MARKS, SEARCHED
 from storage_service.search.symbols import SYMBOLS, symbol_of
 
 SNIPPET_CHARS = 240
 _BEFORE = 60
 _LEXEME = re.compile(r"'((?:[^'\\]|''|\\.)*)'")
 # A word: word characters but CJK and symbols (a symbol is a term of its own, as a CJK run).
-_WORD = re.compile(rf"(?:(?![{CJK}{SYMBOLS}])\w)(?:(?![{CJK}{SYMBOLS}])\w|[{MARKS}])*")
+_WORD = re.compile(rf"(?:(?![{CJK}{SYMBOLS}])\w)(?:(?![{CJK}{SYMBOLS}])\w|[{MARKS}{COMBINING}])*")
 _MARK = re.compile(f"[{MARKS}]+")
 # A term that matches where it occurs: CJK (bigrams, characters) and symbols.
 _ANYWHERE = re.compile(rf"[{CJK}{SYMBOLS}]")

@@ -12,6 +12,7 @@ stop words) stays PostgreSQL's, with the configuration of the index.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from stello.errors import InvalidArgument
@@ -45,7 +46,28 @@ FULL_WIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 # "ПРИВЕТ" is "привет", "ΟΔΟΣ" and "οδος" are "οδοσ", whatever the database's locale).
 SEARCHED = LOWER | FULL_WIDTH | FOLD | {0x1E9E: 0xDF}
 _ANGLE = str.maketrans("<>", "  ")
-_PIECE = re.compile(rf"[{CJK}]+|[{SYMBOLS}]+|(?:(?![{CJK}{SYMBOLS}])\w)+")
+
+
+def _combining() -> str:
+    """The combining marks below U+1F000 (Unicode's Mn, Mc and Me: the vowel signs, viramas
+    and tone marks of the Indic, Thai, Burmese, ... scripts) as a character class's ranges.
+    PostgreSQL's parser reads them as part of the word they follow ("हिन्दी" is one word);
+    Python's `\\w` does not match them."""
+    marks = [c for c in range(0x300, 0x1F000) if unicodedata.category(chr(c)).startswith("M")]
+    runs: list[list[int]] = []
+    for c in marks:
+        if runs and runs[-1][1] == c - 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return "".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in runs)
+
+
+COMBINING = _combining()
+# A word of the query: word characters but CJK and symbols, with the combining marks after
+# its first (the words the database's parser reads).
+_WORD = rf"(?:(?![{CJK}{SYMBOLS}])\w)(?:(?![{CJK}{SYMBOLS}])\w|[{COMBINING}])*"
+_PIECE = re.compile(rf"[{CJK}]+|[{SYMBOLS}]+|{_WORD}")
 _CJK_RUN = re.compile(rf"[{CJK}]+")
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(-?)([^\s"]+)')
 

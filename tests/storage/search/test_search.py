@@ -148,6 +148,30 @@ class TestMatching:
         words alone do: not every record lacking its negated word (it found 4 of 5)."""
         assert found(await search(stub, space, query)) == {(str(corpus), n) for n in seqs}
 
+    @pytest.mark.parametrize(
+        ("text", "query"),
+        [
+            pytest.param("हिन्दी भाषा सीखें", "हिन्दी", id="devanagari"),
+            pytest.param("தமிழ் மொழி", "தமிழ்", id="tamil"),
+            pytest.param("สวัสดี ครับ", "สวัสดี", id="thai"),
+            pytest.param("ကျေးဇူး ပါ", "ကျေးဇူး", id="burmese"),
+        ],
+    )
+    async def test_words_with_combining_marks_are_found_and_marked(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, text: str, query: str
+    ) -> None:
+        """A word whose letters carry combining marks (vowel signs, viramas, tone marks) is one
+        word in the query as in the records: it was cut at each mark and found nothing."""
+        sid = await make_session(label=text)
+        await append(stub, space, sid, rec(text))
+        hits = await search(stub, space, query)
+        assert found(hits) == {(str(sid), 1)}
+        assert marked(hits[0]) == [query]
+        reply = await stub.SearchSessions(
+            storage_pb2.SearchSessionsRequest(space_id=space.sid, query=query[:3])
+        )
+        assert [m.id for m in reply.sessions] == [str(sid)]
+
     async def test_relevance_order(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
     ) -> None:
