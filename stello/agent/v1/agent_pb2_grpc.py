@@ -1088,6 +1088,10 @@ class AgentGatewayServicer:
         - Chinese, Japanese and Korean text (no spaces needed): two or more
         characters find that exact sequence of characters; one character
         finds it alone. Mixed text works: each part matches as above.
+        - A word keeps its combining marks (the vowel signs, viramas and tone
+        marks of Devanagari, Tamil, Thai, ...: "हिन्दी" is one word), and
+        `_` separates words as other punctuation does ("retries" finds
+        "MAX_RETRIES", the hit marking "RETRIES").
         Other punctuation separates words, in the query as in the records:
         "4411" and "JIRA-4411" find "JIRA-4411", "example" and "example.com"
         find "https://example.com/docs" (records stored before migration 0038
