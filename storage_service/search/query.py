@@ -73,29 +73,48 @@ _TOKEN = re.compile(r'(-?)"([^"]*)"?|(-?)([^\s"]+)')
 
 
 @dataclass(frozen=True, slots=True)
+class Term:
+    """One term of a query: its `to_tsquery` text, whether it is negated (-), and whether it
+    is a prefix (`word*`: what it finds is no word of its own)."""
+
+    text: str
+    negated: bool
+    prefix: bool
+
+
+@dataclass(frozen=True, slots=True)
 class SearchQuery:
     """A parsed query: the `to_tsquery` text ("" = nothing can match) and its
-    normalized form (what a page token binds); its alternatives (`a or b`), each's text, and
-    each's positive terms alone when it has negated ones ("" when it has none)."""
+    normalized form (what a page token binds); its alternatives (`a or b`), each its terms."""
 
     text: str
     canonical: str
-    alternatives: tuple[str, ...] = ()
-    positives: tuple[str, ...] = ()
+    alternatives: tuple[tuple[Term, ...], ...] = ()
 
-    def negating(self) -> tuple[str, ...]:
-        """The positive terms of each alternative that has negated ones."""
-        return tuple(p for p in self.positives if p)
+    def terms(self) -> tuple[str, ...]:
+        """Each term's `to_tsquery` text, alternative after alternative."""
+        return tuple(t.text for a in self.alternatives for t in a)
 
-    def keeping(self, kept: tuple[bool, ...]) -> str:
-        """The `to_tsquery` text of the alternatives without negated terms and those with
-        them that `kept` (one per `negating()`) keeps."""
-        flags = iter(kept)
-        alternatives = [
-            a
-            for a, p in zip(self.alternatives, self.positives, strict=True)
-            if not p or next(flags)
-        ]
+    def normalised(self, forms: tuple[tuple[str, str], ...]) -> str:
+        """The query as a `tsquery`'s text from its terms' normalised forms (one per
+        `terms()`: English, and the 'simple' configuration's). A term the English one leaves
+        out (a common word: "the") is left out, but a prefix keeps its 'simple' form ("in*"
+        finds "install"; English would leave "in" out); an alternative left with no positive
+        term finds nothing, as the common words alone do ("the -draft" is not every record
+        without "draft")."""
+        each = iter(forms)
+        alternatives: list[str] = []
+        for terms in self.alternatives:
+            kept: list[str] = []
+            positive = False
+            for term in terms:
+                english, simple = next(each)
+                text = english or (simple if term.prefix else "")
+                if text:
+                    kept.append(f"!({text})" if term.negated else f"({text})")
+                    positive = positive or not term.negated
+            if positive:
+                alternatives.append(" & ".join(kept))
         return _either(alternatives)
 
 
@@ -183,13 +202,13 @@ def parse_query(raw: str, name: str = "query", *, all_prefix: bool = False) -> S
         raise InvalidArgument.field(
             name, f"must be at most {MAX_QUERY_CHARS} characters, got {len(raw)}"
         )
-    groups: list[list[str]] = [[]]
-    positive_terms: list[list[str]] = [[]]
+    groups: list[list[Term]] = [[]]
     raw = normalise(raw)
     terms = 0
     positive = False
     for match in _TOKEN.finditer(raw):
         negated = bool(match.group(1) or match.group(3))
+        prefix = False
         if match.group(2) is not None:
             fragment = _phrase(match.group(2))
         else:
@@ -197,22 +216,23 @@ def parse_query(raw: str, name: str = "query", *, all_prefix: bool = False) -> S
             if word.lower() == "or" and not negated:
                 if groups[-1]:
                     groups.append([])
-                    positive_terms.append([])
                 continue
-            fragment = _word(word, prefix=all_prefix or word.endswith("*"))
+            prefix = all_prefix or word.endswith("*")
+            fragment = _word(word, prefix=prefix)
         if not fragment:
             continue  # punctuation only (`""`, `-`, `*`): no term, finds nothing
         terms += 1
         if terms > MAX_QUERY_TERMS:
             raise InvalidArgument.field(name, f"must have at most {MAX_QUERY_TERMS} terms")
         positive = positive or not negated
-        groups[-1].append(f"!({fragment})" if negated else f"({fragment})")
-        if not negated:
-            positive_terms[-1].append(f"({fragment})")
+        groups[-1].append(Term(fragment, negated, prefix))
     if terms and not positive and any(groups):
         raise InvalidArgument.field(name, "needs at least one term that is not negated (-)")
-    kept = [(g, p) for g, p in zip(groups, positive_terms, strict=True) if g]
-    ands = [" & ".join(g) for g, _ in kept]
-    positives = [" & ".join(p) if len(p) < len(g) else "" for g, p in kept]
-    text = _either(ands)
-    return SearchQuery(text, text, tuple(ands), tuple(positives))
+    alternatives = tuple(tuple(g) for g in groups if g)
+    text = _either(
+        [
+            " & ".join(f"!({t.text})" if t.negated else f"({t.text})" for t in a)
+            for a in alternatives
+        ]
+    )
+    return SearchQuery(text, text, alternatives)

@@ -189,11 +189,9 @@ class SearchService:
                         f"names session {scope}, which is not a root (its root is {root}): "
                         "give its root, or session_id for that session's own view",
                     )
-            text = parsed.text
-            if negating := parsed.negating():
-                # "the -draft": the stop word is left out, and !draft alone would match
-                # every record without "draft"; an alternative finds nothing without a word.
-                text = parsed.keeping(await repo.have_lexemes(negating))
+            if not parsed.text:
+                return []
+            text = parsed.normalised(await repo.normalised(parsed.terms()))
             if not text:
                 return []
             return list(

@@ -1084,7 +1084,8 @@ class AgentGatewayServicer:
         - a or b: either (OR binds looser than AND: `a b or c` is
         (a AND b) OR c).
         - word*: a prefix, matched against the words' stems
-        ("connect*" finds "connection" and "connected").
+        ("connect*" finds "connection" and "connected"); a prefix that is a
+        common word is still a prefix ("in*" finds "install").
         - Chinese, Japanese and Korean text (no spaces needed): two or more
         characters find that exact sequence of characters; one character
         finds it alone. Mixed text works: each part matches as above.

@@ -138,6 +138,25 @@ class TestMatching:
         assert await search(stub, space, query) == []
 
     @pytest.mark.parametrize(
+        ("query", "words"),
+        [
+            ("in*", ["install", "index"]),
+            ("be*", ["benchmark"]),
+            ("the* -install", ["theory"]),
+            ('"the*"', []),
+        ],
+    )
+    async def test_a_prefix_that_is_a_common_word_still_finds_its_words(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, query: str, words: list[str]
+    ) -> None:
+        """A prefix is not a word: "in*" finds "install" and "index", though "in" alone is a
+        common word left out (it found nothing, as "in" does); in a phrase it is a word."""
+        sid = await make_session()
+        await append(stub, space, sid, rec("install the index"), rec("benchmark theory"), rec("x"))
+        hits = await search(stub, space, query)
+        assert [w for h in reversed(hits) for w in marked(h)] == words
+
+    @pytest.mark.parametrize(
         ("query", "seqs"),
         [("the -fox", set()), ('"of the" -bread', set()), ("bread or the -fox", {5})],
     )
