@@ -174,7 +174,7 @@ class SearchService:
             else None
         )
         scope = search.session_id or search.root_id
-        role = "session" if search.session_id else "root session"
+        role = "session_id: session" if search.session_id else "root_id: session"
 
         async def work(uow: UnitOfWork) -> list[asyncpg.Record]:
             repo = uow.search

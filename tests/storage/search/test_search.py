@@ -278,6 +278,7 @@ class TestHostile:
             info = error_info(error)  # as every NOT_FOUND of a session (agent.proto)
             assert info is not None and info.reason == SESSION_NOT_FOUND, scope
             assert dict(info.metadata) == {"session_id": sid}, scope
+            assert error.details() == f"{scope}: session {sid} not found"  # the field it was
 
 
 def _decoded(token: str) -> dict[str, Any]:
