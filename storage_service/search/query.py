@@ -228,7 +228,9 @@ def parse_query(raw: str, name: str = "query", *, all_prefix: bool = False) -> S
         groups[-1].append(Term(fragment, negated, prefix))
     if terms and not positive and any(groups):
         raise InvalidArgument.field(name, "needs at least one term that is not negated (-)")
-    alternatives = tuple(tuple(g) for g in groups if g)
+    # An alternative of negated terms alone finds nothing ("a or -b" is "a"): it would
+    # match every text without them.
+    alternatives = tuple(tuple(g) for g in groups if any(not t.negated for t in g))
     text = _either(
         [
             " & ".join(f"!({t.text})" if t.negated else f"({t.text})" for t in a)

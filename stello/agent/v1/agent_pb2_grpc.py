@@ -1080,7 +1080,9 @@ class AgentGatewayServicer:
         without "draft").
         - "quoted words": a phrase, the words in this order, adjacent.
         - -word, -"a phrase": must not match. At least one term must be
-        positive (a query of only negations is INVALID_ARGUMENT).
+        positive (a query of only negations is INVALID_ARGUMENT); an
+        alternative of `or` with only negated terms finds nothing ("a or -b"
+        finds what "a" finds, not every text without "b").
         - a or b: either (OR binds looser than AND: `a b or c` is
         (a AND b) OR c).
         - word*: a prefix, matched against the words' stems

@@ -158,7 +158,12 @@ class TestMatching:
 
     @pytest.mark.parametrize(
         ("query", "seqs"),
-        [("the -fox", set()), ('"of the" -bread', set()), ("bread or the -fox", {5})],
+        [
+            ("the -fox", set()),
+            ('"of the" -bread', set()),
+            ("bread or the -fox", {5}),
+            ("bread or -fox", {5}),
+        ],
     )
     async def test_ignored_words_with_negations_find_nothing(
         self, stub: Stub, space: TestSpace, corpus: uuid.UUID, query: str, seqs: set[int]
@@ -190,6 +195,18 @@ class TestMatching:
             storage_pb2.SearchSessionsRequest(space_id=space.sid, query=query[:3])
         )
         assert [m.id for m in reply.sessions] == [str(sid)]
+
+    async def test_an_alternative_of_negations_alone_finds_no_session(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """SearchSessions reads `or` as SearchRecords does: "alpha or -beta" finds what
+        "alpha" finds, not every session whose label lacks "beta"."""
+        alpha = await make_session(label="alpha")
+        await make_session(label="gamma")
+        reply = await stub.SearchSessions(
+            storage_pb2.SearchSessionsRequest(space_id=space.sid, query="alpha or -beta")
+        )
+        assert [m.id for m in reply.sessions] == [str(alpha)]
 
     async def test_relevance_order(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
