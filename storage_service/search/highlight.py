@@ -22,14 +22,15 @@ import functools
 import math
 import re
 
-from storage_service.search.query import CJK, MARKS, SEARCHED
+from storage_service.search.query import CJK, COMBINING, MARKS, SEARCHED
 from storage_service.search.symbols import SYMBOLS, symbol_of
 
 SNIPPET_CHARS = 240
 _BEFORE = 60
 _LEXEME = re.compile(r"'((?:[^'\\]|''|\\.)*)'")
-# A word: word characters but CJK and symbols (a symbol is a term of its own, as a CJK run).
-_WORD = re.compile(rf"(?:(?![{CJK}{SYMBOLS}])\w)(?:(?![{CJK}{SYMBOLS}])\w|[{MARKS}])*")
+# A word: word characters but CJK and symbols (a symbol is a term of its own, as a CJK run)
+# and `_`, which the records read as a space (migration 0038: "MAX_RETRIES" is two words).
+_WORD = re.compile(rf"(?:(?![_{CJK}{SYMBOLS}])\w)(?:(?![_{CJK}{SYMBOLS}])\w|[{MARKS}{COMBINING}])*")
 _MARK = re.compile(f"[{MARKS}]+")
 # A term that matches where it occurs: CJK (bigrams, characters) and symbols.
 _ANYWHERE = re.compile(rf"[{CJK}{SYMBOLS}]")
@@ -135,7 +136,7 @@ def _finder(terms: tuple[str, ...]) -> re.Pattern[str]:
             words = []
             alternatives.append("".join(chars))
         else:
-            words.append(f"[{MARKS}]*".join(chars) or rf"(?-i:(?=[^\W{CJK}{SYMBOLS}]))")
+            words.append(f"[{MARKS}]*".join(chars) or rf"(?-i:(?=[^\W_{CJK}{SYMBOLS}]))")
     alternatives += _word_group(words)
     return re.compile("|".join(alternatives), re.IGNORECASE)
 
@@ -163,8 +164,8 @@ def _forms() -> dict[str, str]:
 
 _FORMS = _forms()  # "e": "éèêë...ÉÈ...", " ": U+3000, "a": "ａＡàÀ..."
 _finders = functools.lru_cache(maxsize=64)(_finder)
-# Not after a word character (a text reads as one for one: `İ` reads as `I`, lowercase `i`).
-_WORD_START = rf"(?-i:(?<![^\W{CJK}{SYMBOLS}]))"
+# Not after a word character but `_` (a text reads as one for one: `İ` reads as `I`, lowercase `i`).
+_WORD_START = rf"(?-i:(?<![^\W_{CJK}{SYMBOLS}]))"
 # Characters a region is cut at: in no word, no mark, and neither cased nor case-ignorable,
 # so `str.lower()` of what is before them does not depend on what is after (the final
 # sigma) and no word goes across them.

@@ -12,6 +12,7 @@ stop words) stays PostgreSQL's, with the configuration of the index.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from stello.errors import InvalidArgument
@@ -45,18 +46,83 @@ FULL_WIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 # "ПРИВЕТ" is "привет", "ΟΔΟΣ" and "οδος" are "οδοσ", whatever the database's locale).
 SEARCHED = LOWER | FULL_WIDTH | FOLD | {0x1E9E: 0xDF}
 _ANGLE = str.maketrans("<>", "  ")
-_PIECE = re.compile(rf"[{CJK}]+|[{SYMBOLS}]+|(?:(?![{CJK}{SYMBOLS}])\w)+")
+
+
+def _combining() -> str:
+    """The combining marks below U+1F000 (Unicode's Mn, Mc and Me: the vowel signs, viramas
+    and tone marks of the Indic, Thai, Burmese, ... scripts) as a character class's ranges.
+    PostgreSQL's parser reads them as part of the word they follow ("हिन्दी" is one word);
+    Python's `\\w` does not match them."""
+    marks = [c for c in range(0x300, 0x1F000) if unicodedata.category(chr(c)).startswith("M")]
+    runs: list[list[int]] = []
+    for c in marks:
+        if runs and runs[-1][1] == c - 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return "".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in runs)
+
+
+COMBINING = _combining()
+# A word of the query: word characters but CJK and symbols, with the combining marks after
+# its first (the words the database's parser reads).
+_WORD = rf"(?:(?![{CJK}{SYMBOLS}])\w)(?:(?![{CJK}{SYMBOLS}])\w|[{COMBINING}])*"
+_PIECE = re.compile(rf"[{CJK}]+|[{SYMBOLS}]+|{_WORD}")
 _CJK_RUN = re.compile(rf"[{CJK}]+")
 _TOKEN = re.compile(r'(-?)"([^"]*)"?|(-?)([^\s"]+)')
 
 
 @dataclass(frozen=True, slots=True)
+class Term:
+    """One term of a query: its `to_tsquery` text, whether it is negated (-), and whether it
+    is a prefix (`word*`: what it finds is no word of its own)."""
+
+    text: str
+    negated: bool
+    prefix: bool
+
+
+@dataclass(frozen=True, slots=True)
 class SearchQuery:
     """A parsed query: the `to_tsquery` text ("" = nothing can match) and its
-    normalized form (what a page token binds)."""
+    normalized form (what a page token binds); its alternatives (`a or b`), each its terms."""
 
     text: str
     canonical: str
+    alternatives: tuple[tuple[Term, ...], ...] = ()
+
+    def terms(self) -> tuple[str, ...]:
+        """Each term's `to_tsquery` text, alternative after alternative."""
+        return tuple(t.text for a in self.alternatives for t in a)
+
+    def normalised(self, forms: tuple[tuple[str, str], ...]) -> str:
+        """The query as a `tsquery`'s text from its terms' normalised forms (one per
+        `terms()`: English, and the 'simple' configuration's). A term the English one leaves
+        out (a common word: "the") is left out, but a prefix keeps its 'simple' form ("in*"
+        finds "install"; English would leave "in" out); an alternative left with no positive
+        term finds nothing, as the common words alone do ("the -draft" is not every record
+        without "draft")."""
+        each = iter(forms)
+        alternatives: list[str] = []
+        for terms in self.alternatives:
+            kept: list[str] = []
+            positive = False
+            for term in terms:
+                english, simple = next(each)
+                text = english or (simple if term.prefix else "")
+                if text:
+                    kept.append(f"!({text})" if term.negated else f"({text})")
+                    positive = positive or not term.negated
+            if positive:
+                alternatives.append(" & ".join(kept))
+        return _either(alternatives)
+
+
+def _either(alternatives: list[str]) -> str:
+    """Alternatives as one `to_tsquery` text (OR)."""
+    if len(alternatives) > 1:
+        return " | ".join(f"({a})" for a in alternatives)
+    return "".join(alternatives)
 
 
 def normalise(text: str) -> str:
@@ -136,12 +202,13 @@ def parse_query(raw: str, name: str = "query", *, all_prefix: bool = False) -> S
         raise InvalidArgument.field(
             name, f"must be at most {MAX_QUERY_CHARS} characters, got {len(raw)}"
         )
-    groups: list[list[str]] = [[]]
+    groups: list[list[Term]] = [[]]
     raw = normalise(raw)
     terms = 0
     positive = False
     for match in _TOKEN.finditer(raw):
         negated = bool(match.group(1) or match.group(3))
+        prefix = False
         if match.group(2) is not None:
             fragment = _phrase(match.group(2))
         else:
@@ -150,16 +217,24 @@ def parse_query(raw: str, name: str = "query", *, all_prefix: bool = False) -> S
                 if groups[-1]:
                     groups.append([])
                 continue
-            fragment = _word(word, prefix=all_prefix or word.endswith("*"))
+            prefix = all_prefix or word.endswith("*")
+            fragment = _word(word, prefix=prefix)
         if not fragment:
             continue  # punctuation only (`""`, `-`, `*`): no term, finds nothing
         terms += 1
         if terms > MAX_QUERY_TERMS:
             raise InvalidArgument.field(name, f"must have at most {MAX_QUERY_TERMS} terms")
         positive = positive or not negated
-        groups[-1].append(f"!({fragment})" if negated else f"({fragment})")
+        groups[-1].append(Term(fragment, negated, prefix))
     if terms and not positive and any(groups):
         raise InvalidArgument.field(name, "needs at least one term that is not negated (-)")
-    ands = [" & ".join(g) for g in groups if g]
-    text = " | ".join(f"({a})" for a in ands) if len(ands) > 1 else "".join(ands)
-    return SearchQuery(text, text)
+    # An alternative of negated terms alone finds nothing ("a or -b" is "a"): it would
+    # match every text without them.
+    alternatives = tuple(tuple(g) for g in groups if any(not t.negated for t in g))
+    text = _either(
+        [
+            " & ".join(f"!({t.text})" if t.negated else f"({t.text})" for t in a)
+            for a in alternatives
+        ]
+    )
+    return SearchQuery(text, text, alternatives)

@@ -15,7 +15,8 @@ import asyncpg
 
 from storage_service.records.lineage import PARTS
 
-# $1 space, $2 session (the scope, or NULL), $3 the to_tsquery text, $4 root
+# $1 space, $2 session (the scope, or NULL), $3 the tsquery (its terms normalised by
+# NORMALISED: SearchQuery.normalised), $4 root
 # (or NULL), $5..$8 the position after which the page starts (created_at,
 # session, seq, rank; NULL = the first page), $9 the page's size.
 #
@@ -39,7 +40,7 @@ from storage_service.records.lineage import PARTS
 _SEARCH = """
 {ctes}
 SELECT m.session_id, m.seq, r.role, m.created_at, r.content, s.label,
-       m.rank, to_tsquery('english'::regconfig, $3)::text AS terms,
+       m.rank, $3::tsquery::text AS terms,
        1 + (SELECT count(*)
             FROM record_segments g
             JOIN sessions v ON v.space_id = $1 AND v.id = g.session_id
@@ -50,7 +51,7 @@ SELECT m.session_id, m.seq, r.role, m.created_at, r.content, s.label,
 FROM (
     SELECT r.created_at, r.session_id, r.seq, {rank} AS rank, r.ctid AS row
     FROM records r
-    WHERE r.space_id = $1 AND r.search_vector @@ to_tsquery('english'::regconfig, $3)
+    WHERE r.space_id = $1 AND r.search_vector @@ $3::tsquery
       {scope}
       AND ($5::timestamptz IS NULL OR {after})
     ORDER BY {order}
@@ -75,7 +76,7 @@ _IN_VIEW = """AND $2::uuid IS NOT NULL AND EXISTS (
 _NO_VIEW = "AND $2::uuid IS NULL"
 
 
-_RANK = "ts_rank(r.search_vector, to_tsquery('english'::regconfig, $3))"
+_RANK = "ts_rank(r.search_vector, $3::tsquery)"
 
 
 def _search(*, in_view: bool, relevance: bool) -> str:
@@ -170,6 +171,16 @@ SELECT root_id FROM sessions WHERE space_id = $1 AND id = $2 AND provisional_unt
 """
 
 
+# Each `to_tsquery` text of $1, in order, as the English configuration normalises it (stems,
+# its common words left out: "the" is '') and as 'simple' does (lowercased only).
+NORMALISED = """
+SELECT to_tsquery('english'::regconfig, t)::text AS english,
+       to_tsquery('simple'::regconfig, t)::text AS simple
+FROM unnest($1::text[]) WITH ORDINALITY AS u (t, i)
+ORDER BY i
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class After:
     """Where a page starts: after this hit in the order."""
@@ -199,6 +210,11 @@ class SearchRepository:
         session of the space."""
         root: uuid.UUID | None = await self._con.fetchval(VISIBLE_ROOT, space_id, session_id)
         return root
+
+    async def normalised(self, texts: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+        """Each `to_tsquery` text as English and 'simple' normalise it (NORMALISED)."""
+        rows = await self._con.fetch(NORMALISED, list(texts))
+        return tuple((row["english"], row["simple"]) for row in rows)
 
     async def records(
         self,

@@ -174,7 +174,7 @@ class SearchService:
             else None
         )
         scope = search.session_id or search.root_id
-        role = "session" if search.session_id else "root session"
+        role = "session_id: session" if search.session_id else "root_id: session"
 
         async def work(uow: UnitOfWork) -> list[asyncpg.Record]:
             repo = uow.search
@@ -191,10 +191,13 @@ class SearchService:
                     )
             if not parsed.text:
                 return []
+            text = parsed.normalised(await repo.normalised(parsed.terms()))
+            if not text:
+                return []
             return list(
                 await repo.records(
                     search.space_id,
-                    parsed.text,
+                    text,
                     session_id=search.session_id,
                     root_id=search.root_id,
                     relevance=search.relevance,

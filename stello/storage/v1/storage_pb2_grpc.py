@@ -466,17 +466,27 @@ class SessionStorageServicer:
         - words: every word must match (AND). English words match their
         stems ("running" finds "runs"); case is ignored; common English
         words (the, a, of, ...) are ignored, so a query of only such words
-        or of only punctuation finds nothing (an empty page, not an error).
+        or of only punctuation finds nothing (an empty page, not an error),
+        and so does an alternative whose positive words are all such words
+        with negated ones ("the -draft" finds nothing, not every record
+        without "draft").
         - "quoted words": a phrase, the words in this order, adjacent.
         - -word, -"a phrase": must not match. At least one term must be
-        positive (a query of only negations is INVALID_ARGUMENT).
+        positive (a query of only negations is INVALID_ARGUMENT); an
+        alternative of `or` with only negated terms finds nothing ("a or -b"
+        finds what "a" finds, not every text without "b").
         - a or b: either (OR binds looser than AND: `a b or c` is
         (a AND b) OR c).
         - word*: a prefix, matched against the words' stems
-        ("connect*" finds "connection" and "connected").
+        ("connect*" finds "connection" and "connected"); a prefix that is a
+        common word is still a prefix ("in*" finds "install").
         - Chinese, Japanese and Korean text (no spaces needed): two or more
         characters find that exact sequence of characters; one character
         finds it alone. Mixed text works: each part matches as above.
+        - A word keeps its combining marks (the vowel signs, viramas and tone
+        marks of Devanagari, Tamil, Thai, ...: "हिन्दी" is one word), and
+        `_` separates words as other punctuation does ("retries" finds
+        "MAX_RETRIES", the hit marking "RETRIES").
         Other punctuation separates words, in the query as in the records:
         "4411" and "JIRA-4411" find "JIRA-4411", "example" and "example.com"
         find "https://example.com/docs" (records stored before migration 0038

@@ -137,6 +137,77 @@ class TestMatching:
     ) -> None:
         assert await search(stub, space, query) == []
 
+    @pytest.mark.parametrize(
+        ("query", "words"),
+        [
+            ("in*", ["install", "index"]),
+            ("be*", ["benchmark"]),
+            ("the* -install", ["theory"]),
+            ('"the*"', []),
+        ],
+    )
+    async def test_a_prefix_that_is_a_common_word_still_finds_its_words(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, query: str, words: list[str]
+    ) -> None:
+        """A prefix is not a word: "in*" finds "install" and "index", though "in" alone is a
+        common word left out (it found nothing, as "in" does); in a phrase it is a word."""
+        sid = await make_session()
+        await append(stub, space, sid, rec("install the index"), rec("benchmark theory"), rec("x"))
+        hits = await search(stub, space, query)
+        assert [w for h in reversed(hits) for w in marked(h)] == words
+
+    @pytest.mark.parametrize(
+        ("query", "seqs"),
+        [
+            ("the -fox", set()),
+            ('"of the" -bread', set()),
+            ("bread or the -fox", {5}),
+            ("bread or -fox", {5}),
+        ],
+    )
+    async def test_ignored_words_with_negations_find_nothing(
+        self, stub: Stub, space: TestSpace, corpus: uuid.UUID, query: str, seqs: set[int]
+    ) -> None:
+        """An alternative whose positive words are all ignored ("the") finds nothing, as those
+        words alone do: not every record lacking its negated word (it found 4 of 5)."""
+        assert found(await search(stub, space, query)) == {(str(corpus), n) for n in seqs}
+
+    @pytest.mark.parametrize(
+        ("text", "query"),
+        [
+            pytest.param("हिन्दी भाषा सीखें", "हिन्दी", id="devanagari"),
+            pytest.param("தமிழ் மொழி", "தமிழ்", id="tamil"),
+            pytest.param("สวัสดี ครับ", "สวัสดี", id="thai"),
+            pytest.param("ကျေးဇူး ပါ", "ကျေးဇူး", id="burmese"),
+        ],
+    )
+    async def test_words_with_combining_marks_are_found_and_marked(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, text: str, query: str
+    ) -> None:
+        """A word whose letters carry combining marks (vowel signs, viramas, tone marks) is one
+        word in the query as in the records: it was cut at each mark and found nothing."""
+        sid = await make_session(label=text)
+        await append(stub, space, sid, rec(text))
+        hits = await search(stub, space, query)
+        assert found(hits) == {(str(sid), 1)}
+        assert marked(hits[0]) == [query]
+        reply = await stub.SearchSessions(
+            storage_pb2.SearchSessionsRequest(space_id=space.sid, query=query[:3])
+        )
+        assert [m.id for m in reply.sessions] == [str(sid)]
+
+    async def test_an_alternative_of_negations_alone_finds_no_session(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """SearchSessions reads `or` as SearchRecords does: "alpha or -beta" finds what
+        "alpha" finds, not every session whose label lacks "beta"."""
+        alpha = await make_session(label="alpha")
+        await make_session(label="gamma")
+        reply = await stub.SearchSessions(
+            storage_pb2.SearchSessionsRequest(space_id=space.sid, query="alpha or -beta")
+        )
+        assert [m.id for m in reply.sessions] == [str(alpha)]
+
     async def test_relevance_order(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
     ) -> None:
@@ -224,6 +295,7 @@ class TestHostile:
             info = error_info(error)  # as every NOT_FOUND of a session (agent.proto)
             assert info is not None and info.reason == SESSION_NOT_FOUND, scope
             assert dict(info.metadata) == {"session_id": sid}, scope
+            assert error.details() == f"{scope}: session {sid} not found"  # the field it was
 
 
 def _decoded(token: str) -> dict[str, Any]:

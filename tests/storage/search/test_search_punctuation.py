@@ -120,3 +120,25 @@ async def test_a_letter_or_a_number_marks_itself_only(
     hits = await search(stub, space, query)
     assert found(hits) == {(str(sid), 1)}
     assert marked(hits[0]) == words
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        pytest.param("retries", ["RETRIES"], id="after-an-underscore"),
+        pytest.param("max", ["MAX"], id="before-an-underscore"),
+        pytest.param("max_retries", ["MAX", "RETRIES"], id="both"),
+    ],
+)
+async def test_a_word_joined_by_an_underscore_is_in_the_snippet_and_marked(
+    stub: Stub, space: TestSpace, make_session: MakeSession, query: str, words: list[str]
+) -> None:
+    """The records read `_` as a space (migration 0038), so "retries" finds "MAX_RETRIES";
+    the snippet is cut around that word and marks it, as it does "example" in
+    "example.com". The highlighter read "MAX_RETRIES" as one word that does not start with
+    "retries": no mark, and the snippet was the record's start, without the match."""
+    sid = await make_session()
+    await append(stub, space, sid, rec("filler " * 100 + "hit MAX_RETRIES then gave up"))
+    [hit] = await search(stub, space, query)
+    assert hit.snippet_offset > 0
+    assert marked(hit) == words
