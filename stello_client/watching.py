@@ -17,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import weakref
 from collections.abc import AsyncGenerator, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import grpc
 
@@ -62,6 +63,7 @@ class Watch:
         self._resume = resume
         self._started: asyncio.Future[str | None] | None = None
         self._events: AsyncGenerator[SpaceEvent, None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: asyncio.Future[SpaceEvent] | None = None
         self._closed = False
         self._readers: set[asyncio.Task[Any]] = set()
@@ -129,8 +131,18 @@ class Watch:
 
     def _generator(self) -> AsyncGenerator[SpaceEvent, None]:
         if self._events is None:
-            self._events = self._run()
+            # The generator refers to the watch weakly: a watch dropped unclosed is
+            # collected even while the event `start()` began reading is pending, and
+            # `__del__` ends its call.
+            self._loop = asyncio.get_running_loop()
+            self._events = Watch._run(cast(Watch, weakref.proxy(self)))
         return self._events
+
+    def __del__(self) -> None:
+        if self._closed or self._loop is None or self._events is None:
+            return
+        with contextlib.suppress(RuntimeError):  # its loop closed: the call ended with it
+            self._loop.call_soon_threadsafe(_end, self._pending, self._events)
 
     async def __aenter__(self) -> Self:
         return self
@@ -190,12 +202,21 @@ class Watch:
             self._started.set_result(cursor)
 
 
-def _seen(reading: asyncio.Future[SpaceEvent]) -> None:
+def _seen(reading: asyncio.Future[Any]) -> None:
     """Mark the outcome of the event `start()` began reading as retrieved: the watch's
     next `__anext__` raises it, but a watch never read again (its client closed, so it
     ended Cancelled) would have it logged as "Task exception was never retrieved"."""
     if not reading.cancelled():
         reading.exception()
+
+
+def _end(pending: asyncio.Future[SpaceEvent] | None, events: AsyncGenerator[Any, None]) -> None:
+    """End the call of a watch dropped unclosed: cancel the event it is reading (the cancel
+    ends its generator), else close its generator."""
+    if pending is not None and not pending.done():
+        pending.cancel()
+    else:
+        asyncio.ensure_future(events.aclose()).add_done_callback(_seen)
 
 
 class WatchCalls(ClientBase):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+import weakref
 from typing import Any
 
 import pytest
@@ -129,3 +130,34 @@ async def test_a_dropped_sync_watch_ends_its_call(stack: Stack) -> None:
     dropped `records()` iterator does: its stream stayed open on the gateway until the
     client closed, the reading start() began holding it (sdk8)."""
     assert await asyncio.to_thread(drop_a_started_watch, stack) == (True, True)
+
+
+async def test_a_dropped_async_watch_ends_its_call(client: AsyncClient) -> None:
+    """A `Watch` started and dropped without aclose() ends its call when collected, as a
+    dropped `SyncWatch` does: the reading start() began held the watch (its generator
+    referred to it), so its stream stayed open on the gateway until the client closed."""
+    watch = client.watch()
+    assert await watch.start() is not None
+    reading = watch._pending
+    assert reading is not None
+    del watch
+    gc.collect()
+    await asyncio.wait([reading], timeout=10)
+    assert reading.cancelled()
+
+
+async def test_a_dropped_async_watch_read_once_ends_its_call(client: AsyncClient) -> None:
+    """A `Watch` read once and dropped ends its call when collected (its generator's
+    ``finally`` cancels the call): the generator is closed, and no longer referred to."""
+    watch = client.watch(kinds=["session_committed"])
+    await watch.start()
+    await client.create_root(label="seen")
+    assert (await anext(watch)).session_id
+    events = watch._events
+    assert events is not None
+    ended = asyncio.get_running_loop().create_future()
+    finalizer = weakref.finalize(events, ended.set_result, None)
+    del watch, events
+    gc.collect()
+    await asyncio.wait_for(ended, 10)
+    assert not finalizer.alive
