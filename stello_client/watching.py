@@ -139,10 +139,11 @@ class Watch:
         return self._events
 
     def __del__(self) -> None:
-        if self._closed or self._loop is None or self._events is None:
+        events = getattr(self, "_events", None)  # None: never read, or __init__ raised
+        if events is None or self._closed or self._loop is None:
             return
         with contextlib.suppress(RuntimeError):  # its loop closed: the call ended with it
-            self._loop.call_soon_threadsafe(_end, self._pending, self._events)
+            self._loop.call_soon_threadsafe(_end, self._pending, events)
 
     async def __aenter__(self) -> Self:
         return self
