@@ -24,7 +24,8 @@ from stello_client.calls import CallOptions, Retry, call_options, retry_of, unar
 from stello_client.channel import CHANNEL_OPTIONS as CHANNEL_OPTIONS
 from stello_client.channel import CLOSED as CLOSED
 from stello_client.channel import Channel as Channel
-from stello_client.exceptions.base import ConfigurationError
+from stello_client.exceptions.base import ConfigurationError, RpcError
+from stello_client.exceptions.transport import Unavailable, nothing_answered
 from stello_client.flags import MAX_DEADLINE_S
 from stello_client.requests import request_id_or_new as request_id_or_new
 from stello_client.requests import request_of as request_of
@@ -149,7 +150,7 @@ class ClientBase:
         """
         check_gateway(gateway)
         material = tls.load() if isinstance(tls, TlsFiles) else tls
-        target = Target(gateway, "", "", material, message_limit())
+        target = Target(gateway, "", "", material, message_limit(), "the gateway= argument")
         return cls(
             timeout=timeout,
             turn_timeout=turn_timeout,
@@ -288,7 +289,17 @@ class ClientBase:
             with channel.ended_by_close(closes, method, opts.request_id):
                 return await getattr(channel.stub, method)(request, **options)
 
-        return await unary(attempt, request, opts)
+        try:
+            return await unary(attempt, request, opts)
+        except Unavailable as error:
+            self._said(error)
+            raise
+
+    def _said(self, error: RpcError) -> RpcError:
+        """`error`, saying what to check when nothing answered at the gateway's address."""
+        if isinstance(error, Unavailable):
+            nothing_answered(error, self._channel.address, self._channel.source)
+        return error
 
     def _stream_call(self, method: str, request: Any, opts: CallOptions) -> Any:
         """Start a server-streaming call of `method` (the caller reads and cancels it)."""

@@ -37,6 +37,7 @@ class Channel:
         self.max_message_bytes = target.max_message_bytes
         """The most bytes a message over it may hold (STELLO_MAX_MESSAGE_BYTES)."""
         self._target = target
+        self.source = target.source
         self._channel: grpc.aio.Channel | None = None
         self._stub: agent_pb2_grpc.AgentGatewayStub | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

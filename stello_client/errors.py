@@ -168,7 +168,7 @@ def rpc_error_line(
         own = getattr(failed, "timeout_s", None) or timeout_s
         details = _deadline_sentence(service, own) if as_flags else "the call's deadline passed"
     else:
-        details = flag_names(_flat(failed.details), names)
+        details = flag_names(_flat(_grpc_words(failed)), names)
     details = _flat(details)
     if code == grpc.StatusCode.UNAVAILABLE and failed.reason is None and details == SHUT_DOWN:
         details = _shut_down(service, target)  # not grpc core's words
@@ -266,6 +266,16 @@ def _grpc_deadline(error: RpcError) -> bool:
 
     said = error.cause.details() if error.cause is not None else error.details
     return error.code == grpc.StatusCode.DEADLINE_EXCEEDED and said in GRPC_DEADLINES
+
+
+def _grpc_words(error: RpcError) -> str:
+    """The error's details; gRPC's own for an UNAVAILABLE naming no reason, which this line
+    says what to check about itself (not twice: the SDK's message says it too)."""
+    import grpc
+
+    if error.code == grpc.StatusCode.UNAVAILABLE and error.reason is None and error.cause:
+        return error.cause.details() or ""
+    return error.details
 
 
 def _transport_failure(reason: str | None, details: str) -> bool:

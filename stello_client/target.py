@@ -35,6 +35,8 @@ class Target:
     space: str = ""
     tls: ClientTls | None = None
     max_message_bytes: int = DEFAULT_MESSAGE_BYTES
+    source: str = ""
+    """Where `gateway` came from ("the gateway= argument", ...; "" unknown)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +145,7 @@ def resolve_target(
             setting="gateway",
         )
     check_gateway(address, "gateway" if gateway else "STELLO_GATEWAY")
+    source = _source(gateway, saved)
     if not secret:
         raise ConfigurationError(
             "no API key: run `stello up` first, or pass key= / set STELLO_KEY", setting="key"
@@ -150,7 +153,16 @@ def resolve_target(
     material = None
     if not plaintext:
         material = tls if isinstance(tls, ClientTls) else TlsFiles.from_env(tls).load()
-    return Target(address, secret, named, material, message_limit())
+    return Target(address, secret, named, material, message_limit(), source)
+
+
+def _source(gateway: str | None, saved: Credentials | None) -> str:
+    """Where the gateway's address came from: the argument, the variable, else the file."""
+    if gateway:
+        return "the gateway= argument"
+    if os.environ.get("STELLO_GATEWAY", "").strip() or saved is None:
+        return "STELLO_GATEWAY"
+    return "the address `stello up` saved"
 
 
 def check_gateway(address: str, source: str = "gateway") -> None:

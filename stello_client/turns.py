@@ -255,7 +255,7 @@ class TurnCalls(ClientBase):
                         yield event
                     return
                 except grpc.aio.AioRpcError as exc:
-                    error = failure(exc, opts)
+                    error = self._said(failure(exc, opts))
                     if shown:
                         raise error from None
                 finally:

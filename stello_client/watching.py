@@ -183,6 +183,7 @@ class Watch:
                     )
                 except grpc.aio.AioRpcError as exc:
                     error = from_rpc_error(exc, method="WatchSpace", request_id=opts.request_id)
+                    self._client._said(error)
                 finally:
                     call.cancel()
             failures += 1

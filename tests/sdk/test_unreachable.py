@@ -1,0 +1,83 @@
+"""A gateway address where nothing listens: the SDK's Unavailable says what to check."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+
+import pytest
+
+from stello_client import AsyncClient, Retry
+from stello_client.errors import rpc_error_line
+from stello_client.exceptions import Unavailable
+
+ONCE = Retry(attempts=1, unavailable_for_s=0)
+
+
+def closed_port() -> int:
+    """A port nothing listens on (bound, noted, closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+async def unreachable(gateway: str | None) -> Unavailable:
+    """The error of a call to `gateway` (None: STELLO_GATEWAY's)."""
+    space = str(uuid.uuid4())
+    async with AsyncClient(gateway, "k", space, plaintext=True, retry=ONCE) as client:
+        with pytest.raises(Unavailable) as raised:
+            await client.create_root(label="x")
+    return raised.value
+
+
+async def test_an_unreachable_gateway_says_what_to_check() -> None:
+    """Nothing listening at the gateway= address: the message names the address and the
+    argument, says nothing answered and what to do, then gRPC's words (it was gRPC's alone,
+    "failed to connect to all addresses; ... Connection refused")."""
+    address = f"127.0.0.1:{closed_port()}"
+    error = await unreachable(address)
+    assert error.cause is not None
+    grpc_words = error.cause.details()
+    assert error.details == (
+        f"nothing answered at the gateway address {address} (from the gateway= argument): "
+        "start the gateway (`stello up`), or pass the right address (gateway= or "
+        f"STELLO_GATEWAY); gRPC: {grpc_words}"
+    )
+    assert str(error) == f"UNAVAILABLE: {error.details}"
+
+
+async def test_an_unreachable_gateway_from_the_environment_names_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The address from STELLO_GATEWAY is said to come from it."""
+    address = f"127.0.0.1:{closed_port()}"
+    monkeypatch.setenv("STELLO_GATEWAY", address)
+    error = await unreachable(None)
+    assert f"{address} (from STELLO_GATEWAY): start the gateway" in error.details
+
+
+async def test_the_console_line_of_an_unreachable_gateway_has_one_hint() -> None:
+    """The console's line (gRPC's words and its own hint) does not repeat the SDK's."""
+    address = f"127.0.0.1:{closed_port()}"
+    error = await unreachable(address)
+    assert error.cause is not None
+    line = rpc_error_line(error, address, as_flags=False)
+    assert line == (
+        f"UNAVAILABLE: {error.cause.details()} (is a gateway listening at {address}? "
+        "start it: `stello up`)"
+    )
+    assert rpc_error_line(error, address) == (
+        f"cannot reach the gateway at {address}: is `stello up` running?"
+    )
+
+
+async def test_a_watch_of_an_unreachable_gateway_says_what_to_check() -> None:
+    """A watch (its own stream, not a unary call) says it too."""
+    address = f"127.0.0.1:{closed_port()}"
+    space = str(uuid.uuid4())
+    async with AsyncClient(address, "k", space, plaintext=True, retry=ONCE) as client:
+        async with client.watch(resume=False) as watch:
+            with pytest.raises(Unavailable) as raised:
+                await anext(watch)
+    assert raised.value.details.startswith(f"nothing answered at the gateway address {address}")
