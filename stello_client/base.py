@@ -25,7 +25,7 @@ from stello_client.channel import CHANNEL_OPTIONS as CHANNEL_OPTIONS
 from stello_client.channel import CLOSED as CLOSED
 from stello_client.channel import Channel as Channel
 from stello_client.exceptions.base import ConfigurationError, RpcError
-from stello_client.exceptions.transport import Unavailable, nothing_answered
+from stello_client.exceptions.transport import Unavailable
 from stello_client.flags import MAX_DEADLINE_S
 from stello_client.requests import request_id_or_new as request_id_or_new
 from stello_client.requests import request_of as request_of
@@ -298,7 +298,7 @@ class ClientBase:
     def _said(self, error: RpcError) -> RpcError:
         """`error`, saying what to check when nothing answered at the gateway's address."""
         if isinstance(error, Unavailable):
-            nothing_answered(error, self._channel.address, self._channel.source)
+            _nothing_answered(error, self._channel.address, self._channel.source)
         return error
 
     def _stream_call(self, method: str, request: Any, opts: CallOptions) -> Any:
@@ -359,3 +359,21 @@ def _seconds(name: str, value: float | None) -> float | None:
             f"deadline, got {value!r}"
         )
     return float(value)
+
+
+def _nothing_answered(error: Unavailable, address: str, source: str) -> Unavailable:
+    """`error` saying what to check when nothing answered at the gateway's `address` (from
+    `source`, "" unknown), gRPC's words last; as it is for any other failure."""
+    details = error.details
+    lowered = details.lower()
+    if error.reason is not None or "failed to connect" not in lowered:
+        return error
+    if any(word in lowered for word in ("handshake", "ssl", "certificate", "socket closed")):
+        return error  # something answered: TLS failed
+    given = f" (from {source})" if source else ""
+    error.details = (
+        f"nothing answered at the gateway address {address}{given}: start the gateway "
+        f"(`stello up`), or pass the right address (gateway= or STELLO_GATEWAY); gRPC: {details}"
+    )
+    error.args = (f"{error.code.name}: {error.details}",)
+    return error

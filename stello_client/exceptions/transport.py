@@ -61,21 +61,3 @@ class Internal(RpcError):
     without a class of its own."""
 
     code = grpc.StatusCode.INTERNAL
-
-
-def nothing_answered(error: Unavailable, address: str, source: str) -> Unavailable:
-    """`error` saying what to check when nothing answered at the gateway's `address` (from
-    `source`, "" unknown), gRPC's words last; as it is for any other failure."""
-    details = error.details
-    lowered = details.lower()
-    if error.reason is not None or "failed to connect" not in lowered:
-        return error
-    if any(word in lowered for word in ("handshake", "ssl", "certificate", "socket closed")):
-        return error  # something answered: TLS failed
-    given = f" (from {source})" if source else ""
-    error.details = (
-        f"nothing answered at the gateway address {address}{given}: start the gateway "
-        f"(`stello up`), or pass the right address (gateway= or STELLO_GATEWAY); gRPC: {details}"
-    )
-    error.args = (f"{error.code.name}: {error.details}",)
-    return error
