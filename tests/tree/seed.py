@@ -9,6 +9,8 @@ import asyncpg
 
 COLUMNS = ["space_id", "id", "parent_id", "root_id", "depth", "sibling_index", "label"]
 
+STAMPED = [*COLUMNS, "created_at", "updated_at", "last_active_at"]
+
 FIRST_ROWS = 1000
 """`seed_topology` copies this many rows before the first ANALYZE (and the rest after)."""
 
@@ -44,6 +46,10 @@ async def seed_topology(
             )
         )
     async with pool.acquire() as con:
+        # One time for every row, as one COPY gave them (its transaction's now()): the
+        # roots of one seeding are ordered by id alone, and are older than what comes after.
+        stamp = await con.fetchval("SELECT now()")
+        stamped = [(*row, stamp, stamp, stamp) for row in rows]
         # A few rows first, then statistics, then the rest. The planner takes a table's
         # rows to be its density at the last VACUUM or ANALYZE (rows per page) times its
         # pages now: a table emptied and vacuumed keeps its pages at a density of zero, so
@@ -51,9 +57,9 @@ async def seed_topology(
         # an empty table (the 200,000-session tree of bench/bench_delete.py, after a first
         # tree was erased: the COPY ran for over 30 minutes; now seconds). A test's own
         # database, never vacuumed, is unaffected.
-        for part in (rows[:FIRST_ROWS], rows[FIRST_ROWS:]):
+        for part in (stamped[:FIRST_ROWS], stamped[FIRST_ROWS:]):
             if part:
-                await con.copy_records_to_table("sessions", records=part, columns=COLUMNS)
+                await con.copy_records_to_table("sessions", records=part, columns=STAMPED)
                 # As after any bulk load: fresh statistics invalidate plans cached while
                 # the table was tiny (a cached seq-scan foreign-key check makes a
                 # 10,000-row subtree delete take seconds instead of a quarter of one).
