@@ -241,8 +241,8 @@ class Items(_Closing, Iterator[T], Generic[T]):
 class SyncWatch(_Closing):
     """A `Watch` for sync code: iterate it; `cursor`, `start()` and `close()` as there.
 
-    One dropped unclosed ends its call when collected (as `Items` does): the `Watch`
-    under it cannot be collected while the event `start()` began reading is pending.
+    One dropped unclosed ends its call when collected, waiting for it on the client's loop
+    as `Items` does (the `Watch` under it, collected too, would only schedule its end).
     """
 
     def __init__(self, loop: _Loop, watch: Watch) -> None:

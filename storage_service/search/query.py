@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from stello.errors import InvalidArgument
@@ -105,17 +106,20 @@ class SearchQuery:
         each = iter(forms)
         alternatives: list[str] = []
         for terms in self.alternatives:
-            kept: list[str] = []
-            positive = False
+            kept: list[tuple[str, bool]] = []
             for term in terms:
                 english, simple = next(each)
                 text = english or (simple if term.prefix else "")
                 if text:
-                    kept.append(f"!({text})" if term.negated else f"({text})")
-                    positive = positive or not term.negated
-            if positive:
-                alternatives.append(" & ".join(kept))
+                    kept.append((text, term.negated))
+            if any(not negated for _, negated in kept):
+                alternatives.append(_all(kept))
         return _either(alternatives)
+
+
+def _all(terms: Iterable[tuple[str, bool]]) -> str:
+    """Terms (their `to_tsquery` text, whether negated) as one `to_tsquery` text (AND)."""
+    return " & ".join(f"!({text})" if negated else f"({text})" for text, negated in terms)
 
 
 def _either(alternatives: list[str]) -> str:
@@ -231,10 +235,5 @@ def parse_query(raw: str, name: str = "query", *, all_prefix: bool = False) -> S
     # An alternative of negated terms alone finds nothing ("a or -b" is "a"): it would
     # match every text without them.
     alternatives = tuple(tuple(g) for g in groups if any(not t.negated for t in g))
-    text = _either(
-        [
-            " & ".join(f"!({t.text})" if t.negated else f"({t.text})" for t in a)
-            for a in alternatives
-        ]
-    )
+    text = _either([_all((t.text, t.negated) for t in a) for a in alternatives])
     return SearchQuery(text, text, alternatives)
