@@ -129,7 +129,8 @@ class SpacePoller:
             if full:
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._woken.wait(), self._interval_s)
+                async with asyncio.timeout(self._interval_s):
+                    await self._woken.wait()
             self._woken.clear()
 
     def _gone(self, error: InvalidArgument) -> StelloError:
@@ -194,9 +195,8 @@ class SessionChanges:
         """Return once the poller knows where the space's events are (it reads from there),
         or after `timeout_s`."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(
-                self._poller.wait_until(lambda: self._poller.position is not None), timeout_s
-            )
+            async with asyncio.timeout(timeout_s):
+                await self._poller.wait_until(lambda: self._poller.position is not None)
         if self._seen is None:
             self._seen = self._poller.position
 
@@ -205,7 +205,8 @@ class SessionChanges:
         last return count), or after `timeout_s`."""
         self._needed = max(events, 1)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._poller.wait_until(self._changed), max(timeout_s, 0.0))
+            async with asyncio.timeout(max(timeout_s, 0.0)):
+                await self._poller.wait_until(self._changed)
         self._count = 0
 
     def _changed(self) -> bool:

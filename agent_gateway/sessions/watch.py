@@ -228,7 +228,8 @@ class Watchers:
                 continue
             idle = max(self._recheck_s, IDLE_RECHECK_S)
             try:
-                await asyncio.wait_for(poller.wait_beyond(position), idle)
+                async with asyncio.timeout(idle):
+                    await poller.wait_beyond(position)
             except TimeoutError:
                 return []
 

@@ -190,7 +190,8 @@ class Periodic:
         self._stopping = True
         if self._in_round:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task), grace_s)
+                async with asyncio.timeout(grace_s):
+                    await asyncio.shield(task)
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -263,7 +264,8 @@ class Periodic:
     async def _pause(self) -> None:
         """Until the interval has passed or `wake` was called."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._woken.wait(), self._interval_s)
+            async with asyncio.timeout(self._interval_s):
+                await self._woken.wait()
         self._woken.clear()
 
     async def _run(self) -> None:

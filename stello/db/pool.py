@@ -191,7 +191,8 @@ async def create_pool(
             await connecting(check_statements(pool), dsn)
         yield pool
     finally:
-        await asyncio.wait_for(pool.close(), timeout=10)
+        async with asyncio.timeout(10):
+            await pool.close()
 
 
 BACKEND_PID = "SELECT pg_backend_pid()"
