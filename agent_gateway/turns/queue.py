@@ -17,7 +17,8 @@ it holds across gateways:
   It waits within the caller's deadline (with none, at most
   STELLO_GATEWAY_TURN_MAX_S, which the error names): past it DEADLINE_EXCEEDED. A call that ends
   while it waits (cancelled, past its deadline, failed) takes its ticket out of
-  line before it answers (LeaveTurnQueue, shielded) — also one that ends while
+  line before it answers (LeaveTurnQueue, shielded; before it leaves the space's
+  poller, whose stop may wait for a read to end) — also one that ends while
   its first BeginTurn is under way, once that BeginTurn's answer says it is
   queued; if storage cannot be reached the ticket expires within one TTL.
   While it waits the call holds no place in its space's STELLO_MAX_CALLS_PER_SPACE
@@ -121,20 +122,30 @@ class TurnLine:
         left_line = False
         try:
             async with self._changes(caller, plan.space_id, plan.session_id) as changes:
-                await changes.ready(every)
-                while True:
-                    reply = await self._begin(caller, plan, request)
-                    if not reply.HasField("queued"):
-                        left_line = True  # storage took the ticket out with its answer
-                        return reply
-                    # Each call ahead must end its turn (an event) before this one
-                    # starts: waking sooner would only ask storage in vain.
-                    ahead = reply.queued.ahead
-                    await changes.wait(min(every, self._left(caller, plan, since)), ahead)
-                    self._left(caller, plan, since)
+                try:
+                    await changes.ready(every)
+                    while True:
+                        reply = await self._begin(caller, plan, request)
+                        if not reply.HasField("queued"):
+                            left_line = True  # storage took the ticket out with its answer
+                            return reply
+                        # Each call ahead must end its turn (an event) before this one
+                        # starts: waking sooner would only ask storage in vain.
+                        ahead = reply.queued.ahead
+                        await changes.wait(min(every, self._left(caller, plan, since)), ahead)
+                        self._left(caller, plan, since)
+                finally:
+                    # Out of line first: leaving the poller may wait for its read to end.
+                    if not left_line:
+                        left_line = True
+                        await self._settled_leave(caller, plan, request.waiter)
         finally:
-            if not left_line:
-                await _settled(asyncio.ensure_future(self._leave(caller, plan, request.waiter)))
+            if not left_line:  # the changes could not be opened
+                await self._settled_leave(caller, plan, request.waiter)
+
+    async def _settled_leave(self, caller: Caller, plan: Plan, waiter: str) -> None:
+        """`_leave`, to its end even if the call is cancelled meanwhile."""
+        await _settled(asyncio.ensure_future(self._leave(caller, plan, waiter)))
 
     def _left(self, caller: Caller, plan: Plan, since: float) -> float:
         """Seconds the call may still wait.

@@ -291,6 +291,50 @@ class TestEnqueue:
         await asyncio.wait_for(running, 30)
         assert users(await stack.records(root.id)) == ["first"]
 
+    async def test_a_cancelled_caller_leaves_the_line_before_its_poller_stops(
+        self,
+        make_stack: StackMaker,
+        pool: asyncpg.Pool,
+        backends: Backends,
+        settings: StelloSettings,
+        local_calls: bool,
+    ) -> None:
+        """A waiting call that ends takes its ticket out of line first, and only then leaves
+        the space's poller: a poller slow to stop (its read of the events slow to end) does
+        not keep the ticket in line, the calls behind it waiting."""
+        clients = gateway_clients(backends.gateway_config(), backends, settings, local_calls)
+        reading = asyncio.Event()
+        hold = asyncio.Event()
+        read_events = clients.storage.read_events
+
+        async def slow_to_end(*args: Any, **kwargs: Any) -> Any:
+            if hold.is_set():
+                return await read_events(*args, **kwargs)
+            reading.set()
+            try:
+                await hold.wait()
+            finally:
+                await asyncio.shield(hold.wait())  # a read whose end takes a while
+            return await read_events(*args, **kwargs)
+
+        clients.storage.read_events = slow_to_end  # type: ignore[method-assign]
+        slow = Slow()
+        stack = await make_stack(slow, clients=clients)
+        root = await stack.root()
+        running = enqueue(stack, root.id, "first")
+        await asyncio.wait_for(slow.started.wait(), 10)
+        gone = enqueue(stack, root.id, "gone")
+        await asyncio.wait_for(reading.wait(), 10)
+        await queued(pool, stack, root.id, 1)
+        gone.cancel()
+        try:
+            await queued(pool, stack, root.id, 0)
+        finally:
+            hold.set()
+        slow.gate.set()
+        await asyncio.wait_for(running, 30)
+        assert users(await stack.records(root.id)) == ["first"]
+
     async def test_past_the_deadline_nothing_is_written(
         self, make_stack: StackMaker, pool: asyncpg.Pool
     ) -> None:
