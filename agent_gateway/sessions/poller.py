@@ -26,6 +26,7 @@ from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.sessions.watch_ends import REVOKED
 from stello import reasons
 from stello.common.v1 import common_pb2
+from stello.db.tasks import cancel_and_wait
 from stello.errors import InvalidArgument, NotFound, StelloError, Unauthenticated
 
 log = logging.getLogger(__name__)
@@ -73,9 +74,7 @@ class SpacePoller:
         """End the polling task."""
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
     def after(self, position: int) -> list[tuple[int, common_pb2.SpaceEvent]] | None:
         """The ring's events after `position`, or None when the ring no longer reaches it."""

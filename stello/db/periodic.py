@@ -49,6 +49,7 @@ from prometheus_client.registry import Collector
 
 from stello.db.failures import CONNECTION_ERRORS, REFUSED, RETRY, refusal
 from stello.db.maintenance import SpaceNode
+from stello.db.tasks import cancel_and_wait
 from stello.errors import Unavailable
 
 log = logging.getLogger(__name__)
@@ -192,9 +193,7 @@ class Periodic:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(grace_s):
                     await asyncio.shield(task)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_and_wait(task)
 
     def wake(self) -> None:
         """Run the next round now instead of at the end of the interval."""

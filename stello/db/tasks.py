@@ -37,3 +37,15 @@ async def to_the_end(work: Awaitable[T], said: Callable[[asyncio.Future[T]], Non
 def ended_well(done: asyncio.Future[Any]) -> bool:
     """Whether a finished future ended with a result (not an error, not cancelled)."""
     return not done.cancelled() and done.exception() is None
+
+
+async def cancel_and_wait(task: asyncio.Future[Any]) -> None:
+    """Cancel `task` and wait for its end (its cancellation swallowed, any other error
+    raised); a cancellation of the caller meanwhile is raised, never taken for the task's."""
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise

@@ -12,7 +12,6 @@ with no connection free is said in the log under its own name, and shown by
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -23,6 +22,7 @@ from grpc_health.v1 import health, health_pb2
 from stello.db.failures import REFUSALS, lacking
 from stello.db.migrate import pending
 from stello.db.pool import OUTAGE_LOG_EVERY_S, connect_like
+from stello.db.tasks import cancel_and_wait
 from stello.telemetry.log_every import WarnEvery
 
 # The server factory's logger, as before the monitor had a module of its own (what operators
@@ -94,9 +94,7 @@ class HealthMonitor:
     async def stop(self) -> None:
         """Stop pinging, close the monitor's connection and report NOT_SERVING (shutdown)."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
         await self._close()
         await self._servicer.enter_graceful_shutdown()

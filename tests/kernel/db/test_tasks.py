@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from stello.db.tasks import to_the_end
+from stello.db.tasks import cancel_and_wait, to_the_end
 
 
 async def failing(release: asyncio.Event) -> None:
@@ -63,3 +63,40 @@ async def test_a_second_cancellation_still_says_how_the_work_ended() -> None:
         assert unhandled == []
     finally:
         loop.set_exception_handler(None)
+
+
+async def slow_to_end(release: asyncio.Event) -> None:
+    """A task whose cancellation takes until `release` (its cleanup waits)."""
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await asyncio.shield(release.wait())
+
+
+async def test_a_stopper_cancelled_while_its_task_ends_is_cancelled() -> None:
+    """`cancel_and_wait` cancels a task and waits for its end; cancelled itself meanwhile, it
+    raises its own cancellation (a `suppress(CancelledError)` around the wait swallowed it:
+    the stopper went on as if never cancelled)."""
+    release = asyncio.Event()
+    task = asyncio.ensure_future(slow_to_end(release))
+    await asyncio.sleep(0)
+    stopper = asyncio.ensure_future(cancel_and_wait(task))
+    await asyncio.sleep(0.01)
+    stopper.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await stopper
+    assert task.cancelled()
+
+
+async def test_a_stopper_ends_with_its_task() -> None:
+    """Not cancelled itself, `cancel_and_wait` returns once the task has ended."""
+    release = asyncio.Event()
+    task = asyncio.ensure_future(slow_to_end(release))
+    await asyncio.sleep(0)
+    stopper = asyncio.ensure_future(cancel_and_wait(task))
+    await asyncio.sleep(0.01)
+    assert not stopper.done()
+    release.set()
+    await stopper
+    assert task.cancelled()
