@@ -88,5 +88,10 @@ def _sql_class(points: list[int]) -> str:
     return "".join(escaped(a) + ("" if a == b else f"-{escaped(b)}") for a, b in runs)
 
 
+YO = {0x401: 0x435, 0x451: 0x435}
+"""Migration 0048: the Cyrillic "ё" and "Ё" read as "е" (Russian is mostly written without the
+diaeresis: "елка" finds "ёлка" and the reverse), one character for one, after `LOWER` (which
+reads "Ё" as "ё")."""
+
 # The characters `LOWER` maps, as migration 0045 writes their class.
 SQL_CASED = _sql_class(list(LOWER))

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from stello.errors import InvalidArgument
-from storage_service.search.letters import FOLD, LOWER
+from storage_service.search.letters import FOLD, LOWER, YO
 from storage_service.search.symbols import SYMBOL_RUN, SYMBOLS, lexeme
 
 MAX_QUERY_CHARS = 1000
@@ -32,8 +32,14 @@ CJK = (
 # `stello_search_text` removes from what is searched, and since 0042 the combining
 # diacritical marks (U+0300-U+036F: "e" and U+0301 is "e", as "é" is), and since 0043 the
 # variation selectors (U+FE00-U+FE0F: "❤️" is "❤") and the combining marks for symbols
-# (U+20D0-U+20FF: the keycap "1️⃣" is "1").
-MARKS = "\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\u0300-\u036f\ufe00-\ufe0f\u20d0-\u20ff"
+# (U+20D0-U+20FF: the keycap "1️⃣" is "1"), and since 0048 the Hebrew points and cantillation
+# marks (VOWEL_MARKS: "שָׁלוֹם" is "שלום") and the Arabic harakat ("كَتَبَ" is "كتب"), escaped as
+# both Python's and PostgreSQL's regular expressions read them (the backfill's prefilter).
+VOWEL_MARKS = r"\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u064b-\u065f\u0670"
+MARKS = (
+    "\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\u0300-\u036f\ufe00-\ufe0f\u20d0-\u20ff"
+    + VOWEL_MARKS
+)
 _MARK = re.compile(f"[{MARKS}]+")
 # Migration 0041's one-for-one mapping of the full-width forms (U+FF01-U+FF5E) to ASCII and
 # of the ideographic space to a space: what input methods type reads as its ASCII word, and
@@ -44,8 +50,9 @@ FULL_WIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 # the capital sharp s as the small one (0043: "STRAẞE" is "STRAßE", as its lowercase is where
 # the database's locale lowercases it; the C locale does not), and since 0045 every other
 # letter past ASCII with a lowercase as that lowercase, the final sigma as a sigma (LOWER:
-# "ПРИВЕТ" is "привет", "ΟΔΟΣ" and "οδος" are "οδοσ", whatever the database's locale).
-SEARCHED = LOWER | FULL_WIDTH | FOLD | {0x1E9E: 0xDF}
+# "ПРИВЕТ" is "привет", "ΟΔΟΣ" and "οδος" are "οδοσ", whatever the database's locale), and since
+# 0048 "ё" and "Ё" as its plain letter U+0435 (YO: "Ёлка" is "елка").
+SEARCHED = LOWER | FULL_WIDTH | FOLD | {0x1E9E: 0xDF} | YO
 _ANGLE = str.maketrans("<>", "  ")
 
 
@@ -141,7 +148,9 @@ def normalise(text: str) -> str:
     read "ẞ" as "ß" and remove the variation selectors and the combining marks for symbols;
     the symbols stay (`_PIECE` makes each run of them a term: symbols.py). Since 0045 both
     lowercase every letter past ASCII (LOWER: "ПРИВЕТ" is "привет") and read the final sigma
-    as the sigma; ASCII is lowercased by the text-search configuration, in every locale."""
+    as the sigma; ASCII is lowercased by the text-search configuration, in every locale. Since
+    0048 both read "ё" and "Ё" as U+0435 (YO: "Ёлка" is "елка") and remove the Hebrew
+    points and cantillation marks and the Arabic harakat (VOWEL_MARKS)."""
     return _MARK.sub("", text.translate(SEARCHED).translate(_ANGLE))
 
 

@@ -500,7 +500,13 @@ class SessionStorageServicer:
         records: "cafe" finds "café", "CAFÉ" and "cafe" + U+0301, "café" finds
         "cafe", "Lodz" finds "Łódź" (records stored before migration 0042 once
         the backfill has reached them); "ß", "æ", "œ" stay themselves ("strasse"
-        does not find "straße"), and the capital "ẞ" reads as "ß". Emoji and
+        does not find "straße"), and the capital "ẞ" reads as "ß". The
+        Cyrillic "ё" reads as "е", and the Hebrew points and cantillation marks
+        and the Arabic harakat (U+0591-U+05C7's nonspacing marks, U+064B-U+065F,
+        U+0670) are left out, in the query as in the records: "елка" finds
+        "ёлка" and "Ёлка", "كتب" finds "كَتَبَ", "שלום" finds "שָׁלוֹם", and the
+        reverse (records stored before migration 0048 once the backfill has
+        reached them). Emoji and
         symbols are terms of their own, in the query as in the records: "🚀",
         "✅", "→", "€" or "★" alone, or with words ("deploy 🚀", glued or not),
         finds the records holding them; a run of symbols ("★★") finds them in
@@ -548,9 +554,10 @@ class SessionStorageServicer:
         searched (ListSessionDigests filters by key and value); a label's or
         value's ASCII punctuation separates words ("4411" finds "JIRA-4411"), its
         full-width letters and digits read as ASCII ("ＡＰＩ" finds "API"), its
-        letters with diacritics as their base letters ("cafe" finds "Café"), and
-        its emoji and symbols are terms of their own ("🚀" finds "Launch 🚀", as
-        in SearchRecords). A session is
+        letters with diacritics as their base letters ("cafe" finds "Café"), its
+        "ё" as "е" and its Hebrew and Arabic vowel marks left out ("елка" finds
+        "Ёлка", "كتب" finds "كَتَبَ"), and its emoji and symbols are terms of their
+        own ("🚀" finds "Launch 🚀", as in SearchRecords). A session is
         answered once however many of its texts match. Provisional sessions and
         sessions being deleted are never found; archived ones are, unless
         `status` says otherwise. Newest first (created_at, id descending), paged
