@@ -1,5 +1,6 @@
-"""`stello_search_text` on long texts (migrations 0044, 0045): 0044's function against the
-current one.
+"""`stello_search_text` on long texts (migrations 0044, 0045, 0048): 0044's function against
+the current one (labelled "current": 0048's, which runs 0045's and then folds "ё" and the
+Hebrew and Arabic vowel marks of a text holding one).
 
 0042's function (kept by 0043) ran `translate` over each line holding a Latin letter with
 diacritics; a character in none of its list walks the whole list, so one long line of
@@ -36,7 +37,7 @@ CYRILLIC = "абвгдежзийклмнопрстуфхцчшщыэюя"
 FRENCH = "abcdefghijklmnopqrstuvwxyzéèàçê"
 VIETNAMESE = "abcdeghiklmnopqrstuvxyạảấầẩẫậắằẳẵặẹẻẽếềểễệỉịọỏốồổỗộớờởỡợụủứừửữựđơư"
 GREEK = "αβγδεζηθικλμνξοπρστυφχψω"
-FUNCTIONS = {"0044": "pg_temp.old_text($1)", "0045": "public.stello_search_text($1)"}
+FUNCTIONS = {"0044": "pg_temp.old_text($1)", "current": "public.stello_search_text($1)"}
 
 
 def old_function() -> str:
@@ -97,8 +98,8 @@ async def main() -> None:
                         made[version] = await con.fetchval(f"SELECT {call}", text)
                         best = min(best, time.perf_counter() - began)
                     line += f" {version}: {best:6.3f} s"
-                right = made["0045"] == normalise(text)
-                same = made["0044"] == made["0045"]
+                right = made["current"] == normalise(text)
+                same = made["0044"] == made["current"]
                 print(
                     f"{line}  {'as the query' if right else 'NOT AS THE QUERY'}"
                     f"{', 0044 the same' if same else ''}",
