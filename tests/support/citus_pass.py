@@ -79,6 +79,12 @@ ALLOWED_ERRORS: tuple[Allowed, ...] = (
         "`spaces` to a reference table; PostgreSQL's detector or Citus's may find it first)",
     ),
     Allowed(
+        r"^cannot execute (UPDATE|INSERT|DELETE) in a read-only transaction$",
+        None,
+        "test_database_conditions.py's TestReadOnly sets default_transaction_read_only on its "
+        "database (as on a standby): the services' writes are refused, as the test expects",
+    ),
+    Allowed(
         r"^terminating connection due to administrator command$",
         None,
         "tests end backends on purpose: a database restart or outage, fresh statistics",

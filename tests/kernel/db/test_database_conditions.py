@@ -153,6 +153,7 @@ class TestReadOnly:
         assert quiet(caplog) == []
 
 
+@pytest.mark.plain_postgres("migrates a database of its own from an older schema")
 class TestUnmigrated:
     async def test_not_serving_and_told_to_migrate_until_migrated(
         self, admin_dsn: str, settings: StelloSettings, caplog: pytest.LogCaptureFixture

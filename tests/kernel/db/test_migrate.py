@@ -107,6 +107,7 @@ class TestUpToDate:
     (STYLE §17): `stello migrate` probed each of them in a transaction of its own, 5 at
     the fifth migration, 46 at the 46th."""
 
+    @pytest.mark.plain_postgres("migrates a database of its own from an older schema")
     async def test_migrate_reads_the_record_once_however_many_migrations(
         self, admin_dsn: str
     ) -> None:
