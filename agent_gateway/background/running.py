@@ -4,7 +4,8 @@ job run under its budget, its end stored and counted.
 A claimed kind is claimed in the database (storage's ClaimJob) before it runs and
 renewed every third of ``STELLO_GATEWAY_JOB_CLAIM_TTL_S`` while it runs, so a gateway
 that dies frees its jobs within one TTL; a run that loses its claim saves nothing
-more (`ClaimLost`). Each run ends by storing how it ended (UpdateJobOp with release):
+more (`ClaimLost`), and a run stopped while its ClaimJob is under way gives back the
+claim the answer grants. Each run ends by storing how it ended (UpdateJobOp with release):
 DONE, BUDGET_SPENT, FAILED, or STOPPED. Mixed into `runner.BackgroundRunner`, which
 queues and schedules the runs.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent_gateway.background.jobs import (
     BUDGET_SPENT,
@@ -30,6 +31,7 @@ from agent_gateway.background.jobs import (
 )
 from agent_gateway.background.metrics import OUTCOMES, RunnerMetrics
 from agent_gateway.clients import Caller, StorageClient
+from stello.db.tasks import ended_well
 from stello.errors import NotFound, StelloError
 from stello.storage.v1 import storage_pb2
 
@@ -47,20 +49,32 @@ class JobRuns:
     metrics: RunnerMetrics
 
     async def _claim(self, job: Job) -> storage_pb2.ClaimJobResponse:
+        """ClaimJob, shielded: a run stopped meanwhile waits for the answer and gives back
+        a claim it grants (STOPPED), which else would hold the job until its TTL."""
         caller = _background(job.caller).within(self._limits.call_timeout_s)
         assert job.kind.stored is not None
-        return await self._storage.claim_job(
-            caller, job.space_id, job.session_id, job.kind.stored, self._limits.claim_ttl_s
+        claiming = asyncio.ensure_future(
+            self._storage.claim_job(
+                caller, job.space_id, job.session_id, job.kind.stored, self._limits.claim_ttl_s
+            )
         )
+        try:
+            return await asyncio.shield(claiming)
+        except asyncio.CancelledError:
+            claiming.add_done_callback(_retrieved)  # its failure is moot: the run stops
+            await asyncio.wait({claiming})  # cancelled again: the claim ends with its TTL
+            if ended_well(claiming) and claiming.result().granted:
+                claim = claiming.result()
+                await self._release(job, self._run_of(job, claim, waited=False), STOPPED)
+            raise
 
     async def _unclaimed(self, job: Job) -> Outcome:
         run = Run(job.kind, job.space_id, job.session_id, budget=Budget(job.kind.max_calls))
         return await self._running(job, run)
 
-    async def _claimed(
-        self, job: Job, claim: storage_pb2.ClaimJobResponse, waited: bool
-    ) -> Outcome:
-        run = Run(
+    def _run_of(self, job: Job, claim: storage_pb2.ClaimJobResponse, waited: bool) -> Run:
+        """The run of `job` under the granted `claim`."""
+        return Run(
             job.kind,
             job.space_id,
             job.session_id,
@@ -70,6 +84,11 @@ class JobRuns:
             budget=Budget(job.kind.max_calls),
             covered_until_seq=claim.job.covered_until_seq,
         )
+
+    async def _claimed(
+        self, job: Job, claim: storage_pb2.ClaimJobResponse, waited: bool
+    ) -> Outcome:
+        run = self._run_of(job, claim, waited)
         renewal = asyncio.create_task(self._renew(job, run), name="stello-job-claim")
         status: Status = FAILED
         try:
@@ -183,6 +202,12 @@ class JobRuns:
                 job.session_id,
                 exc,
             )
+
+
+def _retrieved(done: asyncio.Future[Any]) -> None:
+    """Mark a dropped future's failure as seen (asyncio logs one nobody retrieved)."""
+    if not done.cancelled():
+        done.exception()
 
 
 def _background(caller: Caller) -> Caller:

@@ -20,7 +20,8 @@ it holds across gateways:
   line before it answers (LeaveTurnQueue, shielded; before it leaves the space's
   poller, whose stop may wait for a read to end) — also one that ends while
   its first BeginTurn is under way, once that BeginTurn's answer says it is
-  queued; if storage cannot be reached the ticket expires within one TTL.
+  queued; if storage cannot be reached the ticket expires within one TTL. A
+  call that got the lease and ends while it leaves the poller gives the lease back.
   While it waits the call holds no place in its space's STELLO_MAX_CALLS_PER_SPACE
   (`waiting_aside`): waiters would otherwise keep out the very call they wait for
   (the SubmitToolResults of a pending group, the running turn's retry).
@@ -120,6 +121,7 @@ class TurnLine:
         lease is this call's; the ticket leaves the line if the call ends otherwise."""
         every = self._leases.times.renew_every_s
         left_line = False
+        granted: storage_pb2.BeginTurnResponse | None = None
         try:
             async with self._changes(caller, plan.space_id, plan.session_id) as changes:
                 try:
@@ -128,7 +130,8 @@ class TurnLine:
                         reply = await self._begin(caller, plan, request)
                         if not reply.HasField("queued"):
                             left_line = True  # storage took the ticket out with its answer
-                            return reply
+                            granted = reply
+                            break
                         # Each call ahead must end its turn (an event) before this one
                         # starts: waking sooner would only ask storage in vain.
                         ahead = reply.queued.ahead
@@ -139,9 +142,25 @@ class TurnLine:
                     if not left_line:
                         left_line = True
                         await self._settled_leave(caller, plan, request.waiter)
+        except BaseException:
+            # Ended while leaving the poller (whose stop may wait for a read): a lease it
+            # got is given back, or it stays held until its TTL with nobody to release it.
+            if granted is not None:
+                await self._give_back(caller, plan, granted)
+            raise
         finally:
             if not left_line:  # the changes could not be opened
                 await self._settled_leave(caller, plan, request.waiter)
+        assert granted is not None  # the loop ends with a grant or an error
+        return granted
+
+    async def _give_back(
+        self, caller: Caller, plan: Plan, reply: storage_pb2.BeginTurnResponse
+    ) -> None:
+        """Give back the lease `reply` holds, if any (to its end, even if cancelled again)."""
+        if reply.token:
+            given = self._leases.give_back(caller, plan.space_id, plan.session_id, reply.token)
+            await _settled(given)
 
     async def _settled_leave(self, caller: Caller, plan: Plan, waiter: str) -> None:
         """`_leave`, to its end even if the call is cancelled meanwhile."""

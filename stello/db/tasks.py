@@ -41,11 +41,14 @@ def ended_well(done: asyncio.Future[Any]) -> bool:
 
 async def cancel_and_wait(task: asyncio.Future[Any]) -> None:
     """Cancel `task` and wait for its end (its cancellation swallowed, any other error
-    raised); a cancellation of the caller meanwhile is raised, never taken for the task's."""
+    raised); a cancellation of the caller meanwhile is raised, never taken for the task's.
+    Only one that arrives during the wait: a caller cleaning up after its own cancellation
+    (stopping its tasks in a `finally`) gets the task's end and goes on with its cleanup."""
+    current = asyncio.current_task()
+    before = 0 if current is None else current.cancelling()
     task.cancel()
     try:
         await task
     except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
+        if current is not None and current.cancelling() > before:
             raise

@@ -215,13 +215,16 @@ class LocalUnaryUnary:
         deadline = None if timeout is None else time.monotonic() + timeout
         context = LocalContext(pairs, deadline)
         loop = asyncio.get_running_loop()
+        current = asyncio.current_task()
+        cancelled = 0 if current is None else current.cancelling()
         task = loop.create_task(self._run(data, context), context=contextvars.Context())
         timer = None if timeout is None else loop.call_later(timeout, _expire, task, context)
         try:
             reply = await task
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():  # the caller is cancelled
+            # The caller was cancelled during the call (one cancelled before, calling in
+            # its cleanup, is told how the call ended, as over the network).
+            if current is not None and current.cancelling() > cancelled:
                 context.expire()
                 raise
             if context.cancelled():

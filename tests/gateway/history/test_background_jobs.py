@@ -29,8 +29,9 @@ from stello.auth import KeyStore
 from stello.common.v1 import common_pb2
 from stello.errors import Unavailable
 from stello.serving.server import shutdown
+from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2
-from tests.gateway.conftest import Backends, Stack, StackMaker, rpc_error
+from tests.gateway.conftest import Backends, Stack, StackMaker, gateway_clients, rpc_error
 from tests.gateway.history.test_consolidate import SUCCEEDED, counted
 from tests.gateway.llm.support import ENGLISH
 from tests.gateway.processes import gateway_process
@@ -555,6 +556,54 @@ class TestStop:
         async with asyncio.timeout(10):
             reply = await consolidate(b, session)
         assert (reply.status, reply.covered_until_seq) == (DONE, 2)
+
+    async def test_a_claim_answered_as_the_gateway_stops_is_given_back(
+        self,
+        make_stack: StackMaker,
+        backends: Backends,
+        settings: StelloSettings,
+        local_calls: bool,
+    ) -> None:
+        """A run stopped while its ClaimJob is under way (storage granted it, the answer not
+        yet in) gives the claim back once the answer comes (status STOPPED): another gateway
+        continues at once, without waiting for the claim to expire."""
+        clients = gateway_clients(backends.gateway_config(), backends, settings, local_calls)
+        granted, hold = asyncio.Event(), asyncio.Event()
+        claim_job = clients.storage.claim_job
+
+        async def held_claim(*args: Any, **kwargs: Any) -> Any:
+            reply = await claim_job(*args, **kwargs)
+            if reply.granted and not hold.is_set():
+                granted.set()
+                await hold.wait()  # the answer still on its way
+            return reply
+
+        clients.storage.claim_job = held_claim  # type: ignore[method-assign]
+        a = await make_stack(
+            SpyProvider(), clients=clients, job_claim_ttl_s=600, background_stop_grace_s=0.1
+        )
+        b = await make_stack(SpyProvider(), job_claim_ttl_s=600)
+        session = (await a.root()).id
+        await send(a, session, "one")
+        running = asyncio.create_task(consolidate(a, session))
+        await asyncio.wait_for(granted.wait(), 10)
+        stopping = asyncio.create_task(shutdown(a.gateway.app, a.gateway.server, 0))
+        try:
+            await wait_for(lambda: _job_task_cancelled("consolidate"))
+        finally:
+            hold.set()
+        await asyncio.wait_for(stopping, 30)
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            await running
+        state = await job(b, session, common_pb2.JOB_KIND_CONSOLIDATE)
+        assert state is not None
+        assert (state.status, state.claimed) == (common_pb2.JOB_STATUS_STOPPED, False)
+
+
+def _job_task_cancelled(kind: str) -> bool:
+    """Whether the runner's task of a `kind` job was asked to cancel (the stop's grace over)."""
+    name = f"stello-{kind}-job"
+    return any(t.get_name() == name and t.cancelling() for t in asyncio.all_tasks())
 
 
 class TestDeleted:

@@ -62,6 +62,7 @@ ENQUEUE = common_pb2.BUSY_POLICY_ENQUEUE
 INTERRUPT = common_pb2.BUSY_POLICY_INTERRUPT
 ROLLBACK = common_pb2.BUSY_POLICY_ROLLBACK
 TICKETS = "SELECT count(*) FROM turn_waiters WHERE space_id = $1 AND session_id = $2"
+LEASE = "SELECT turn_token FROM sessions WHERE space_id = $1 AND id = $2"
 
 
 @dataclass(slots=True)
@@ -148,6 +149,11 @@ async def queued(pool: asyncpg.Pool, stack: Stack, session_id: str, count: int) 
 
 async def _has(pool: asyncpg.Pool, stack: Stack, session_id: str, count: int) -> bool:
     return await tickets(pool, stack, session_id) == count
+
+
+async def _lease_free(pool: asyncpg.Pool, stack: Stack, session_id: str) -> bool:
+    token = await pool.fetchval(LEASE, stack.space.id, uuid.UUID(session_id))
+    return token is None
 
 
 def enqueue(stack: Stack, session_id: str, content: str, **fields: Any) -> asyncio.Future[Any]:
@@ -334,6 +340,68 @@ class TestEnqueue:
         slow.gate.set()
         await asyncio.wait_for(running, 30)
         assert users(await stack.records(root.id)) == ["first"]
+
+    async def test_a_caller_cancelled_as_it_leaves_the_poller_gives_its_lease_back(
+        self,
+        make_stack: StackMaker,
+        pool: asyncpg.Pool,
+        backends: Backends,
+        settings: StelloSettings,
+        local_calls: bool,
+    ) -> None:
+        """A waiting call that got the lease, cancelled while it leaves the space's poller
+        (whose stop waits for its read to end), gives the lease back: it is not left held
+        for a TTL with nobody to release it (the session refusing every other turn)."""
+        clients = gateway_clients(backends.gateway_config(), backends, settings, local_calls)
+        hold_reads, reading, stopping, cut, hold = (asyncio.Event() for _ in range(5))
+        waiters: set[str] = set()
+        start_turn, read_events = clients.storage.start_turn, clients.storage.read_events
+
+        async def start_then_hold_reads(caller: Any, request: Any) -> Any:
+            reply = await start_turn(caller, request)
+            if reply.HasField("queued"):
+                waiters.add(request.waiter)
+            elif reply.token and request.waiter in waiters and not hold_reads.is_set():
+                hold_reads.set()  # the poller's next read is slow to end
+                await reading.wait()
+            return reply
+
+        async def slow_to_end(*args: Any, **kwargs: Any) -> Any:
+            if hold_reads.is_set() and not hold.is_set():
+                reading.set()
+                try:
+                    await hold.wait()
+                except asyncio.CancelledError:
+                    stopping.set()  # the leaving call stops the poller
+                    while not hold.is_set():
+                        try:
+                            await asyncio.shield(hold.wait())
+                        except asyncio.CancelledError:
+                            cut.set()  # the leaving call was cancelled as it waited
+                    raise
+            return await read_events(*args, **kwargs)
+
+        clients.storage.start_turn = start_then_hold_reads  # type: ignore[method-assign]
+        clients.storage.read_events = slow_to_end  # type: ignore[method-assign]
+        slow = Slow(held=1)
+        stack = await make_stack(slow, clients=clients)
+        root = await stack.root()
+        running = enqueue(stack, root.id, "first")
+        await asyncio.wait_for(slow.started.wait(), 10)
+        gone = enqueue(stack, root.id, "gone")
+        await queued(pool, stack, root.id, 1)
+        slow.gate.set()
+        await asyncio.wait_for(running, 30)
+        await asyncio.wait_for(stopping.wait(), 10)
+        gone.cancel()
+        try:
+            await asyncio.wait_for(cut.wait(), 10)
+        finally:
+            hold.set()
+        await wait_for(lambda: _lease_free(pool, stack, root.id), within_s=10)
+        reply = await asyncio.wait_for(send(stack, root.id, "next"), 30)
+        assert reply.assistant.content == "echo: next"
+        assert users(await stack.records(root.id)) == ["first", "next"]
 
     async def test_past_the_deadline_nothing_is_written(
         self, make_stack: StackMaker, pool: asyncpg.Pool

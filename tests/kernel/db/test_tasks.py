@@ -100,3 +100,27 @@ async def test_a_stopper_ends_with_its_task() -> None:
     release.set()
     await stopper
     assert task.cancelled()
+
+
+async def test_a_stopper_cleaning_up_after_its_own_cancellation_ends_its_cleanup() -> None:
+    """A caller already cancelled, stopping a task in its cleanup (as `stello up` shuts its
+    servers down after Ctrl-C cancelled it), is not taken for cancelled again by the task's
+    own end: `cancel_and_wait` returns and the rest of the cleanup runs (it raised the
+    CancelledError, its caller's count of cancellations being above zero already)."""
+    task = asyncio.ensure_future(asyncio.Event().wait())
+    cleaned: list[str] = []
+
+    async def cleaning_up() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await cancel_and_wait(task)
+            cleaned.append("after the stop")
+
+    caller = asyncio.ensure_future(cleaning_up())
+    await asyncio.sleep(0)
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert task.cancelled()
+    assert cleaned == ["after the stop"]

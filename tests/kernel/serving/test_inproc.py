@@ -159,6 +159,32 @@ class TestDeadlinesAndCancellation:
             await call
         assert counts(probe_server, probe.SLOW) == {grpc.StatusCode.CANCELLED: 1}
 
+    async def test_a_call_in_a_cancelled_callers_cleanup_still_answers_its_deadline(
+        self, channels: Channels, space: TestSpace
+    ) -> None:
+        """A caller cleaning up after its own cancellation (a `finally` that gives something
+        back) and whose call passes its deadline gets DEADLINE_EXCEEDED, as over the network:
+        the handler's end is not taken for a second cancellation of the caller (it was
+        raised as a CancelledError, past the cleanup's `except StelloError`)."""
+        local, _ = channels
+        seen: list[grpc.StatusCode] = []
+
+        async def cleaning_up() -> None:
+            try:
+                await asyncio.Event().wait()
+            finally:
+                code, _, _ = await outcome(
+                    local, probe.SLOW, request(space), space.metadata, timeout=0.2
+                )
+                seen.append(code)
+
+        caller = asyncio.ensure_future(cleaning_up())
+        await asyncio.sleep(0)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        assert seen == [grpc.StatusCode.DEADLINE_EXCEEDED]
+
     async def test_a_stopping_server_is_unavailable(
         self, probe_server: RunningServer, channels: Channels, space: TestSpace
     ) -> None:

@@ -207,6 +207,41 @@ async def _wait_for(stub: health_pb2_grpc.HealthStub, wanted: int, within_s: flo
 
 
 class TestGracefulShutdown:
+    async def test_a_shutdown_in_a_cancelled_tasks_cleanup_goes_to_its_end(
+        self, settings: StelloSettings, keys: KeyStore
+    ) -> None:
+        """`stello up` shuts its servers down in the `finally` of its task, which Ctrl-C
+        cancelled: stopping the health monitor's task there must not be taken for a second
+        cancellation, or the shutdown ends at its first step (the server never stopped,
+        the background tasks never stopped, the other servers never shut down)."""
+        assert settings.database_url is not None
+        async with create_pool(settings.database_url, settings) as pool:
+            app: ServiceApp = probe.probe_app(settings, pool, keys)
+            server, port = await create_server(app, "127.0.0.1:0")
+            await server.start()
+
+            async def serving() -> None:
+                try:
+                    await asyncio.Event().wait()
+                finally:
+                    await shutdown(app, server, 0)
+
+            try:
+                task = asyncio.ensure_future(serving())
+                await asyncio.sleep(0)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                    stub = health_pb2_grpc.HealthStub(channel)
+                    with pytest.raises(grpc.aio.AioRpcError) as failed:
+                        await _status(stub)
+                assert failed.value.code() is grpc.StatusCode.UNAVAILABLE
+            finally:
+                await server.stop(None)
+                for background in app.background:
+                    await background.stop()
+
     async def test_sigterm_lets_in_flight_calls_finish(
         self, database_url: str, database_env: dict[str, str], space: TestSpace
     ) -> None:
