@@ -24,6 +24,7 @@ from stello_client.calls import CallOptions, Retry, call_options, retry_of, unar
 from stello_client.channel import CHANNEL_OPTIONS as CHANNEL_OPTIONS
 from stello_client.channel import CLOSED as CLOSED
 from stello_client.channel import Channel as Channel
+from stello_client.exceptions.access import Unauthenticated
 from stello_client.exceptions.base import ConfigurationError, RpcError
 from stello_client.exceptions.transport import Unavailable
 from stello_client.flags import MAX_DEADLINE_S
@@ -88,6 +89,7 @@ class ClientBase:
         retry: Retry | None = None,
         _shared: tuple[Channel, str] | None = None,
         _owner: bool = False,
+        _key_source: str = "",
     ) -> None:
         """Connect to a gateway (the channel opens lazily: nothing is called yet).
 
@@ -114,12 +116,15 @@ class ClientBase:
             self._channel = Channel(target)
             self._owner = True
             key, space = target.key, target.space
+            _key_source = target.key_source
         else:
             self._channel, key = _shared
             self._owner = _owner
         assert key is not None
         _check_key(key)
         self._key = key
+        self._key_source = _key_source
+        """Where the key came from, which a refusal of it names ("" unknown)."""
         self._space = space or ""
         self._space_id: str | None = _uuid(self._space)
         self._timeout = _seconds("timeout", timeout)
@@ -189,6 +194,7 @@ class ClientBase:
             turn_timeout=self._turn_timeout,
             retry=retry or self._retry,
             _shared=(self._channel, key or self._key),
+            _key_source=self._key_source if same_caller else "the key= argument of using()",
         )
         if space == self._space and same_caller:
             clone._space_id = self._space_id  # the same caller: its space is settled already
@@ -291,14 +297,17 @@ class ClientBase:
 
         try:
             return await unary(attempt, request, opts)
-        except Unavailable as error:
+        except (Unavailable, Unauthenticated) as error:
             self._said(error)
             raise
 
     def _said(self, error: RpcError) -> RpcError:
-        """`error`, saying what to check when nothing answered at the gateway's address."""
+        """`error`, saying what to check when nothing answered at the gateway's address, or
+        where the key came from when the gateway refused it."""
         if isinstance(error, Unavailable):
             _nothing_answered(error, self._channel.address, self._channel.source)
+        elif isinstance(error, Unauthenticated):
+            _key_refused(error, self._key_source)
         return error
 
     def _stream_call(self, method: str, request: Any, opts: CallOptions) -> Any:
@@ -375,5 +384,24 @@ def _nothing_answered(error: Unavailable, address: str, source: str) -> Unavaila
         f"nothing answered at the gateway address {address}{given}: start the gateway "
         f"(`stello up`), or pass the right address (gateway= or STELLO_GATEWAY); gRPC: {details}"
     )
+    error.args = (f"{error.code.name}: {error.details}",)
+    return error
+
+
+def _key_refused(error: Unauthenticated, source: str) -> Unauthenticated:
+    """`error` saying where the refused key came from (`source`, "" unknown) and what to do."""
+    if not source:
+        return error
+    if source.startswith("the key `stello up` saved"):
+        advice = (
+            "run `stello up` again, which saves a key its gateway takes, or pass another "
+            "(key= or STELLO_KEY)"
+        )
+    else:
+        advice = (
+            "pass a key this gateway knows and has not revoked (key= or STELLO_KEY; "
+            "`stello up` saves one of its own gateway)"
+        )
+    error.details = f"{error.details} ({source}): {advice}"
     error.args = (f"{error.code.name}: {error.details}",)
     return error

@@ -269,11 +269,13 @@ def _grpc_deadline(error: RpcError) -> bool:
 
 
 def _grpc_words(error: RpcError) -> str:
-    """The error's details; gRPC's own for an UNAVAILABLE naming no reason, which this line
-    says what to check about itself (not twice: the SDK's message says it too)."""
+    """The error's details; gRPC's own for an UNAVAILABLE naming no reason and for an
+    UNAUTHENTICATED, which this line's caller says what to check about itself (not twice:
+    the SDK's message says it too, naming its own arguments)."""
     import grpc
 
-    if error.code == grpc.StatusCode.UNAVAILABLE and error.reason is None and error.cause:
+    unanswered = error.code == grpc.StatusCode.UNAVAILABLE and error.reason is None
+    if (unanswered or error.code == grpc.StatusCode.UNAUTHENTICATED) and error.cause:
         return error.cause.details() or ""
     return error.details
 
