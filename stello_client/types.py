@@ -134,21 +134,23 @@ def _enum(enum: Any, prefix: str, value: str | int | None, what: str) -> Any:
 
     Raises:
         TypeError: neither a name nor a number (a list, a float, bytes), naming `what`.
-        ValueError: a name the enum does not have, naming `what` and listing the names.
+        ValueError: a name or number the enum does not have, naming `what` and listing
+            the names (the gateway would name the protobuf enum's type, ForkContext).
     """
     if value is None:
         return 0
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if not isinstance(value, str):
+        if value in enum.values():
+            return value
+    elif not isinstance(value, str):
         raise TypeError(f"{what}: not a value this field holds, got {shown(value)}")
-    name = value.upper()
-    name = name if name.startswith(prefix) else prefix + name
-    try:
-        return enum.Value(name)
-    except ValueError:
-        known = [n.removeprefix(prefix).lower() for n in enum.keys()[1:]]
-        raise ValueError(f"{what}: must be one of {', '.join(known)}, got {value!r}") from None
+    else:
+        name = value.upper()
+        name = name if name.startswith(prefix) else prefix + name
+        if name in enum.keys():
+            return enum.Value(name)
+    known = [n.removeprefix(prefix).lower() for n in enum.keys()[1:]]
+    raise ValueError(f"{what}: must be one of {', '.join(known)}, got {value!r}")
 
 
 def fork_context(value: ContextName | ForkContext | None) -> ForkContext:

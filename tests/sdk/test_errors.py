@@ -57,7 +57,7 @@ from stello_client.exceptions import (
     from_rpc_error,
 )
 from stello_client.flags import MAX_DEADLINE_S
-from stello_client.types import TextDelta, tool, tool_result
+from stello_client.types import ForkContext, TextDelta, tool, tool_result
 from storage_service.app import create_purger
 from storage_service.config import StorageSettings
 from tests.cli.processes import client_env, private_env
@@ -241,6 +241,31 @@ class TestLiveErrors:
             await client.fork(root.id, "x", context="none", inherit_until_seq=1)
         assert caught.value.field == "inherit_until_seq"
         assert caught.value.method == "Fork" and caught.value.request_id
+
+    async def test_a_refused_fork_context_is_told_in_the_sdk_s_words(
+        self, client: AsyncClient
+    ) -> None:
+        """`inherit_until_seq` with a context that is not inherit names the `context` values
+        as the SDK takes them (it said "is only allowed with INHERIT context, not NONE", the
+        enum's words), the context given by name, as a ForkContext or left out; a number no
+        ForkContext has is refused before anything is sent, naming the values (the gateway
+        said "unknown ForkContext value 99")."""
+        root = await client.create_root()
+        for context in ("none", ForkContext.FORK_CONTEXT_NONE, None):
+            with pytest.raises(InvalidArgument) as caught:
+                await client.fork(root.id, "x", context=context, inherit_until_seq=1)
+            assert caught.value.details == (
+                "inherit_until_seq: is only allowed with context inherit (this fork's context "
+                "is none)"
+            )
+        numbers: list[Any] = [99, -1]
+        for number in numbers:
+            with pytest.raises(
+                ValueError,
+                match=rf"^context: must be one of none, inherit, compress, got {number}$",
+            ):
+                await client.fork(root.id, "x", context=number)
+        assert [node.id for node in await client.get_tree()] == [root.id]
 
     async def test_out_of_range_names_the_keyword(self, client: AsyncClient) -> None:
         """A fork's inherit_until_seq past the source's last seq is OutOfRange whose `field`
