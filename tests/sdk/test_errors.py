@@ -822,6 +822,26 @@ class TestLiveErrors:
         assert dict(view.metadata) == {"team": "search", "t": "1", "a": "2"}
         assert view.turn_count == 0
 
+    async def test_no_tool_results_is_refused_before_any_call(self) -> None:
+        """`submit_tool_results` (and its stream) given no results raises ValueError naming
+        `results` and what it must hold, before any call (here: none could be made, the
+        gateway's address is closed and the space a name WhoAmI would settle); it was the
+        gateway's raw INVALID_ARGUMENT "results: must answer the pending tool calls (none
+        given)", even where no tool call was pending (NoPendingToolCalls otherwise)."""
+        said = (
+            r"^results: is empty: give one tool_result\(tool_call_id, content\) per tool call "
+            r"the turn is waiting for \(its pending_tool_calls\)$"
+        )
+        once = Retry(attempts=1, unavailable_for_s=0)
+        async with AsyncClient("127.0.0.1:1", "k", "a-space", retry=once) as client:
+            nothing: list[Any] = [[], (), iter([])]
+            for empty in nothing:
+                with pytest.raises(ValueError, match=said):
+                    await client.submit_tool_results(str(uuid.uuid4()), empty)
+                with pytest.raises(ValueError, match=said):
+                    async for _ in client.submit_tool_results_stream(str(uuid.uuid4()), empty):
+                        pass
+
     @pytest.mark.parametrize("request_id", ["café-42", "line\nbreak", "tab\tid", "Ключ"])
     async def test_a_request_id_no_header_can_carry_is_sent_encoded(
         self, client: AsyncClient, request_id: str
