@@ -50,6 +50,10 @@ KEY_CHARS = 63
 MAX_KEY_CHARS = 4 * KEY_CHARS
 
 
+UNRESOLVED_WORDS = ("resolution failed", "errors resolving", "lookup failed")
+"""gRPC's words (c-ares' and the native resolver's) of a host name that did not resolve."""
+
+
 class Default(enum.Enum):
     """The type of `DEFAULT`."""
 
@@ -372,18 +376,28 @@ def _seconds(name: str, value: float | None) -> float | None:
 
 def _nothing_answered(error: Unavailable, address: str, source: str) -> Unavailable:
     """`error` saying what to check when nothing answered at the gateway's `address` (from
-    `source`, "" unknown), gRPC's words last; as it is for any other failure."""
+    `source`, "" unknown) or its host name did not resolve, gRPC's words last; as it is for
+    any other failure."""
     details = error.details
     lowered = details.lower()
-    if error.reason is not None or "failed to connect" not in lowered:
-        return error
-    if any(word in lowered for word in ("handshake", "ssl", "certificate", "socket closed")):
-        return error  # something answered: TLS failed
     given = f" (from {source})" if source else ""
-    error.details = (
-        f"nothing answered at the gateway address {address}{given}: start the gateway "
-        f"(`stello up`), or pass the right address (gateway= or STELLO_GATEWAY); gRPC: {details}"
-    )
+    if error.reason is not None:
+        return error
+    if any(words in lowered for words in UNRESOLVED_WORDS):
+        error.details = (
+            f"the gateway address {address}{given} does not resolve: check the host name, or "
+            f"pass the right address (gateway= or STELLO_GATEWAY); gRPC: {details}"
+        )
+    elif "failed to connect" not in lowered:
+        return error
+    elif any(word in lowered for word in ("handshake", "ssl", "certificate", "socket closed")):
+        return error  # something answered: TLS failed
+    else:
+        error.details = (
+            f"nothing answered at the gateway address {address}{given}: start the gateway "
+            f"(`stello up`), or pass the right address (gateway= or STELLO_GATEWAY); gRPC: "
+            f"{details}"
+        )
     error.args = (f"{error.code.name}: {error.details}",)
     return error
 

@@ -133,3 +133,27 @@ def test_every_reader_of_the_sync_client_says_what_to_check() -> None:
                 if isinstance(begun, Iterator):
                     next(begun)
             assert raised.value.details.startswith(said), name
+
+
+async def test_a_gateway_name_that_does_not_resolve_says_what_to_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host name no resolver knows names the address, where it came from and what to
+    check, then gRPC's words (it was the resolver's alone, "errors resolving
+    no-such-host.invalid:50063: [field:hostname lookup error:...]"), from the argument or
+    STELLO_GATEWAY; the CLI's line stays its own."""
+    address = "no-such-host.invalid:50063"
+    error = await unreachable(address)
+    assert error.cause is not None
+    assert error.details == (
+        f"the gateway address {address} (from the gateway= argument) does not resolve: check "
+        "the host name, or pass the right address (gateway= or STELLO_GATEWAY); gRPC: "
+        f"{error.cause.details()}"
+    )
+    assert rpc_error_line(error, address) == (
+        f"cannot resolve host 'no-such-host.invalid' (in the gateway's address {address}): "
+        "check the name"
+    )
+    monkeypatch.setenv("STELLO_GATEWAY", address)
+    error = await unreachable(None)
+    assert error.details.startswith(f"the gateway address {address} (from STELLO_GATEWAY) does")
