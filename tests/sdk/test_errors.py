@@ -822,6 +822,35 @@ class TestLiveErrors:
         assert dict(view.metadata) == {"team": "search", "t": "1", "a": "2"}
         assert view.turn_count == 0
 
+    async def test_a_session_where_its_id_is_expected_says_pass_its_id(
+        self, client: AsyncClient
+    ) -> None:
+        """A session (the SessionSummary create_root answers) passed where its id goes
+        raises TypeError naming the keyword, the message's type and `.id`: it quoted the
+        message's text cut at 60 characters, over three lines ("got id: \"...\"\nlabel:
+        \"Root\"\nst…"). Nothing is sent."""
+        root = await client.create_root()
+        view: Any = await client.get_session(root.id)
+        summary: Any = root
+        said = (
+            r"not a value this field holds, got a SessionSummary: it holds str \(pass its \.id\)$"
+        )
+        calls: list[tuple[str, Any]] = [
+            ("session_id", partial(client.send, summary, "hi")),
+            ("session_id", partial(client.get_session, summary)),
+            ("source_session_id", partial(client.fork, summary, "x")),
+            ("topology_parent_id", partial(client.fork, root.id, "x", topology_parent_id=summary)),
+            ("session_id", partial(client.list_records, summary)),
+        ]
+        for name, call in calls:
+            with pytest.raises(TypeError, match=rf"^{name}: {said}"):
+                await call()
+        with pytest.raises(
+            TypeError, match=r"^session_id: .*SessionView: .* \(pass its \.node\.id\)$"
+        ):
+            await client.get_session(view)
+        assert (await client.get_session(root.id)).turn_count == 0
+
     async def test_no_tool_results_is_refused_before_any_call(self) -> None:
         """`submit_tool_results` (and its stream) given no results raises ValueError naming
         `results` and what it must hold, before any call (here: none could be made, the
