@@ -851,6 +851,16 @@ class TestLiveErrors:
             await client.get_session(view)
         assert (await client.get_session(root.id)).turn_count == 0
 
+    async def test_a_watch_cursor_that_is_not_text_is_named(self, client: AsyncClient) -> None:
+        """`watch(after_cursor=123)` (a cursor kept as a number) raises TypeError naming
+        `after_cursor` when the watch is made; its first event raised protobuf's "bad
+        argument type for built-in operation", naming nothing."""
+        number: Any = 123
+        with pytest.raises(
+            TypeError, match=r"^after_cursor: not a value this field holds, got 123: it holds str$"
+        ):
+            client.watch(after_cursor=number)
+
     async def test_no_tool_results_is_refused_before_any_call(self) -> None:
         """`submit_tool_results` (and its stream) given no results raises ValueError naming
         `results` and what it must hold, before any call (here: none could be made, the
