@@ -205,15 +205,60 @@ def event_kind(value: str | EventKind, what: str = "kind") -> EventKind:
 def tool(
     name: str, description: str = "", parameters: Mapping[str, Any] | None = None
 ) -> ToolDefinition:
-    """A client tool the model may call: its name, what it does, its JSON schema."""
+    """A client tool the model may call: its name, what it does, its JSON schema.
+
+    Raises:
+        TypeError: a value its argument cannot hold, naming it: `parameters` not a dict,
+            or holding what JSON has not (a set, a datetime), naming the place in it.
+    """
+    from stello_client.requests import request_of  # it builds on this module
+
     schema = struct_pb2.Struct()
-    schema.update(dict(parameters or {"type": "object", "properties": {}}))
-    return ToolDefinition(name=name, description=description, parameters=schema)
+    given: Mapping[str, Any] = parameters or {"type": "object", "properties": {}}
+    if not isinstance(given, Mapping):
+        raise TypeError(f"parameters: expected a JSON schema as a dict, got {shown(given)}")
+    _check_json(given, "")
+    schema.update(dict(given))
+    return request_of(ToolDefinition, name=name, description=description, parameters=schema)
+
+
+JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _check_json(value: Any, path: str) -> None:
+    """`value` (at `path` in a tool's parameters) holds only what JSON has.
+
+    Raises:
+        TypeError: it holds something else, or a key that is not a str, naming the place.
+    """
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                where = f" {path}" if path else ""
+                raise TypeError(
+                    f"parameters:{where} holds the key {shown(key)}, which JSON has not (its "
+                    "keys are str)"
+                )
+            _check_json(item, f"{path}[{key!r}]")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check_json(item, f"{path}[{index}]")
+    elif not isinstance(value, JSON_SCALARS):
+        raise TypeError(
+            f"parameters: {path} holds {shown(value)}, which JSON has not (a schema holds "
+            "dicts, lists, str, numbers, bool and None)"
+        )
 
 
 def tool_result(tool_call_id: str, content: str, *, is_error: bool = False) -> ToolResult:
-    """The answer to one tool call (`is_error`: the tool failed; `content` says how)."""
-    return ToolResult(tool_call_id=tool_call_id, content=content, is_error=is_error)
+    """The answer to one tool call (`is_error`: the tool failed; `content` says how).
+
+    Raises:
+        TypeError: a value its argument cannot hold, naming it.
+    """
+    from stello_client.requests import request_of  # it builds on this module
+
+    return request_of(ToolResult, tool_call_id=tool_call_id, content=content, is_error=is_error)
 
 
 def skill_list(names: Sequence[str] | None) -> common_pb2.SkillList | None:

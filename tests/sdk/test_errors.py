@@ -918,3 +918,40 @@ class TestLiveErrors:
         )
         out, _ = await asyncio.wait_for(process.communicate(), 60)
         assert (process.returncode, out.decode().strip()) == (0, stack.space.sid)
+
+
+class TestToolArguments:
+    def test_a_tool_schema_that_is_not_json_names_where(self) -> None:
+        """A tool's `parameters` holding what JSON has not (a set, a datetime) raises
+        TypeError naming `parameters` and the place in it: it was protobuf's ValueError
+        "Unexpected type", naming nothing; one that is not a mapping said "cannot convert
+        dictionary update sequence element #0 to a sequence"."""
+        not_json: list[tuple[Any, str]] = [
+            (
+                {"type": "object", "properties": {"a": {"enum": {1, 2}}}},
+                r"^parameters: \['properties'\]\['a'\]\['enum'\] holds \{1, 2\}, which JSON "
+                r"has not \(a schema holds dicts, lists, str, numbers, bool and None\)$",
+            ),
+            (
+                {"default": [1, datetime(2026, 1, 1, tzinfo=UTC)]},
+                r"^parameters: \['default'\]\[1\] holds datetime.datetime\(2026, ",
+            ),
+            ({1: "x"}, r"^parameters: holds the key 1, which JSON has not \(its keys are str\)"),
+            ([1, 2], r"^parameters: expected a JSON schema as a dict, got \[1, 2\]$"),
+        ]
+        for parameters, said in not_json:
+            with pytest.raises(TypeError, match=said):
+                tool("look", "looks", parameters)
+
+    def test_a_tool_result_of_the_wrong_type_is_named(self) -> None:
+        """`tool_result` given a value its field cannot hold raises TypeError naming the
+        argument: content 5 raised protobuf's "bad argument type for built-in operation"."""
+        five: Any = 5
+        with pytest.raises(
+            TypeError, match=r"^content: not a value this field holds, got 5: it holds str$"
+        ):
+            tool_result("call", five)
+        with pytest.raises(TypeError, match=r"^tool_call_id: .*, got 5: it holds str$"):
+            tool_result(five, "x")
+        with pytest.raises(TypeError, match=r"^name: .*, got 5: it holds str$"):
+            tool(five)
