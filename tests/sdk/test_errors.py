@@ -851,6 +851,23 @@ class TestLiveErrors:
             await client.get_session(view)
         assert (await client.get_session(root.id)).turn_count == 0
 
+    async def test_a_digest_root_that_is_not_a_root_names_no_internal_rpc(
+        self, client: AsyncClient
+    ) -> None:
+        """`list_session_digests(root_id=...)` naming a child says to give the root of its
+        tree, the last of its lineage (`get_lineage`): it said "the last of GetAncestors",
+        the tree service's own RPC, which no gateway client has."""
+        root = await client.create_root()
+        child = await client.fork(root.id, "child")
+        with pytest.raises(InvalidArgument) as caught:
+            await client.list_session_digests(root_id=child.id)
+        assert caught.value.field == "filter.root_id"
+        assert caught.value.details == (
+            f"filter.root_id: names session {child.id}, which is not a root (its parent is "
+            f"{root.id}): give the root of its tree (the last of its lineage), or "
+            "filter.parent_id"
+        )
+
     async def test_a_watch_cursor_that_is_not_text_is_named(self, client: AsyncClient) -> None:
         """`watch(after_cursor=123)` (a cursor kept as a number) raises TypeError naming
         `after_cursor` when the watch is made; its first event raised protobuf's "bad
