@@ -309,7 +309,8 @@ class ClientBase:
         """`error`, saying what to check when nothing answered at the gateway's address, or
         where the key came from when the gateway refused it."""
         if isinstance(error, Unavailable):
-            _nothing_answered(error, self._channel.address, self._channel.source)
+            channel = self._channel
+            _nothing_answered(error, channel.address, channel.source, secure=channel.secure)
         elif isinstance(error, Unauthenticated):
             _key_refused(error, self._key_source)
         return error
@@ -374,32 +375,59 @@ def _seconds(name: str, value: float | None) -> float | None:
     return float(value)
 
 
-def _nothing_answered(error: Unavailable, address: str, source: str) -> Unavailable:
-    """`error` saying what to check when nothing answered at the gateway's `address` (from
-    `source`, "" unknown) or its host name did not resolve, gRPC's words last; as it is for
+def _nothing_answered(
+    error: Unavailable, address: str, source: str, *, secure: bool = False
+) -> Unavailable:
+    """`error` saying what to check when the connection to the gateway's `address` (from
+    `source`, "" unknown; over TLS when `secure`) failed, gRPC's words last; as it is for
     any other failure."""
-    details = error.details
-    lowered = details.lower()
-    given = f" (from {source})" if source else ""
     if error.reason is not None:
         return error
-    if any(words in lowered for words in UNRESOLVED_WORDS):
-        error.details = (
-            f"the gateway address {address}{given} does not resolve: check the host name, or "
-            f"pass the right address (gateway= or STELLO_GATEWAY); gRPC: {details}"
-        )
-    elif "failed to connect" not in lowered:
-        return error
-    elif any(word in lowered for word in ("handshake", "ssl", "certificate", "socket closed")):
-        return error  # something answered: TLS failed
-    else:
-        error.details = (
-            f"nothing answered at the gateway address {address}{given}: start the gateway "
-            f"(`stello up`), or pass the right address (gateway= or STELLO_GATEWAY); gRPC: "
-            f"{details}"
-        )
-    error.args = (f"{error.code.name}: {error.details}",)
+    hint = _connection_hint(error.details.lower(), address, source, secure=secure)
+    if hint is not None:
+        error.details = f"{hint}; gRPC: {error.details}"
+        error.args = (f"{error.code.name}: {error.details}",)
     return error
+
+
+def _connection_hint(lowered: str, address: str, source: str, *, secure: bool) -> str | None:
+    """What to check, from gRPC's words (`lowered`) of how the connection failed: the name
+    did not resolve, TLS failed, or nothing answered (None: something else)."""
+    given = f" (from {source})" if source else ""
+    if any(words in lowered for words in UNRESOLVED_WORDS):
+        return (
+            f"the gateway address {address}{given} does not resolve: check the host name, or "
+            "pass the right address (gateway= or STELLO_GATEWAY)"
+        )
+    if "failed to connect" not in lowered and "backends failing" not in lowered:
+        return None
+    if "hostname verification" in lowered:
+        return (
+            f"the certificate of {address} does not name that address (nor "
+            "TlsFiles.server_name, if given): pass a name it holds as TlsFiles.server_name "
+            "(STELLO_SERVER_NAME)"
+        )
+    if any(word in lowered for word in ("handshake", "ssl", "certificate")):
+        return (
+            f"the TLS handshake with {address} failed: check the CA file (TlsFiles.ca_file "
+            "or STELLO_CA_FILE), the server name, and the client certificate and key if the "
+            "gateway wants one"
+        )
+    if "socket closed" in lowered:
+        return (
+            None
+            if secure
+            else (
+                f"{address} closed the connection: if it serves TLS, pass "
+                "tls=TlsFiles(ca_file=...) or set STELLO_CA_FILE (this client is plaintext)"
+            )
+        )
+    if "failed to connect" not in lowered:
+        return None
+    return (
+        f"nothing answered at the gateway address {address}{given}: start the gateway "
+        "(`stello up`), or pass the right address (gateway= or STELLO_GATEWAY)"
+    )
 
 
 def _key_refused(error: Unauthenticated, source: str) -> Unauthenticated:
