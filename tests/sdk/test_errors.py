@@ -23,6 +23,7 @@ from agent_gateway.app import GatewayClients
 from stello import errors, reasons
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore, new_secret
+from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2
 from stello_client import AsyncClient, ConfigurationError, Retry
 from stello_client.base import KEY_CHARS, MAX_KEY_CHARS
@@ -57,7 +58,7 @@ from stello_client.exceptions import (
     from_rpc_error,
 )
 from stello_client.flags import MAX_DEADLINE_S
-from stello_client.types import ForkContext, TextDelta, tool, tool_result
+from stello_client.types import ForkContext, Record, TextDelta, tool, tool_result
 from storage_service.app import create_purger
 from storage_service.config import StorageSettings
 from tests.cli.processes import client_env, private_env
@@ -867,6 +868,22 @@ class TestLiveErrors:
             f"{root.id}): give the root of its tree (the last of its lineage), or "
             "filter.parent_id"
         )
+
+    async def test_an_imported_record_without_a_role_names_the_roles(
+        self, client: AsyncClient
+    ) -> None:
+        """An imported record with no role (or a number no role has) names the roles, as
+        the SDK's `role=` takes them: it said "must be a record role, got UNSPECIFIED", the
+        enum's word."""
+        records = [Record(content="hi"), Record(role=common_pb2.RECORD_ROLE_USER, content="x")]
+        unknown: Any = 9
+        records.append(Record(role=unknown, content="y"))
+        with pytest.raises(InvalidArgument) as caught:
+            await client.import_session("copy", records=records)
+        assert [(v.field, v.description) for v in caught.value.violations] == [
+            ("records[0].role", "must be one of system, user, assistant, tool, got none (unset)"),
+            ("records[2].role", "must be one of system, user, assistant, tool, got 9"),
+        ]
 
     async def test_a_watch_cursor_that_is_not_text_is_named(self, client: AsyncClient) -> None:
         """`watch(after_cursor=123)` (a cursor kept as a number) raises TypeError naming
