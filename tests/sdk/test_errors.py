@@ -635,10 +635,19 @@ class TestLiveErrors:
                 AsyncClient(*given)
             assert caught.value.setting == setting
         async with AsyncClient(address, stack.space.key, space) as client:
-            with pytest.raises(ConfigurationError, match=r"^key= is empty"):
+            # What using() does with one left out (it said "STELLO_KEY or what `stello up`
+            # saved", which using() never reads).
+            with pytest.raises(ConfigurationError) as caught:
                 client.using(key="")
-            with pytest.raises(ConfigurationError, match=r"^space= is empty"):
+            assert str(caught.value) == (
+                "key= is empty: give one, or leave it out to call with this client's key"
+            )
+            with pytest.raises(ConfigurationError) as caught:
                 client.using(space=" ")
+            assert str(caught.value) == (
+                "space= is empty: give one, or leave it out to call in this client's space "
+                "(another key's: the one space it reaches)"
+            )
 
     async def test_a_keyword_of_the_wrong_type_is_named(self, stack: Stack) -> None:
         """A keyword whose value its field cannot hold raises TypeError (or ValueError past
