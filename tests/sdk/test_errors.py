@@ -342,8 +342,14 @@ class TestLiveErrors:
         )
         quick = Retry(attempts=3, initial_backoff_s=0.01, busy_for_s=0)
         async with client_of(stack, retry=quick) as client_once:
-            with pytest.raises(TurnInProgress):
+            with pytest.raises(TurnInProgress) as caught:
                 await client_once.send(root.id, "hi")
+        # The `busy` values as the SDK takes them (it said "set busy to BUSY_POLICY_ENQUEUE
+        # (wait in line) or BUSY_POLICY_INTERRUPT", the enum's names).
+        assert caught.value.details == (
+            f"session {root.id} has a turn in progress (busy policy reject); retry after it "
+            "ends, or set busy to enqueue (wait in line) or interrupt (stop it and run this turn)"
+        )
 
     async def test_a_dead_gateways_lease_is_waited_out(
         self, client: AsyncClient, stack: Stack
