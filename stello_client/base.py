@@ -24,6 +24,7 @@ from stello_client.calls import CallOptions, Retry, call_options, retry_of, unar
 from stello_client.channel import CHANNEL_OPTIONS as CHANNEL_OPTIONS
 from stello_client.channel import CLOSED as CLOSED
 from stello_client.channel import Channel as Channel
+from stello_client.exceptions.access import Unauthenticated
 from stello_client.exceptions.base import ConfigurationError, RpcError
 from stello_client.exceptions.transport import Unavailable
 from stello_client.flags import MAX_DEADLINE_S
@@ -35,7 +36,6 @@ from stello_client.target import (
     TlsFiles,
     check_gateway,
     message_limit,
-    refuse_empty,
     resolve_target,
 )
 
@@ -47,6 +47,10 @@ DEFAULT_TURN_TIMEOUT_S = 660.0  # the gateway's STELLO_GATEWAY_TURN_MAX_S defaul
 KEY_CHARS = 63
 # Room for a longer key of a later version, far below gRPC's metadata limit (8 KB soft).
 MAX_KEY_CHARS = 4 * KEY_CHARS
+
+
+UNRESOLVED_WORDS = ("resolution failed", "errors resolving", "lookup failed")
+"""gRPC's words (c-ares' and the native resolver's) of a host name that did not resolve."""
 
 
 class Default(enum.Enum):
@@ -88,6 +92,7 @@ class ClientBase:
         retry: Retry | None = None,
         _shared: tuple[Channel, str] | None = None,
         _owner: bool = False,
+        _key_source: str = "",
     ) -> None:
         """Connect to a gateway (the channel opens lazily: nothing is called yet).
 
@@ -114,12 +119,15 @@ class ClientBase:
             self._channel = Channel(target)
             self._owner = True
             key, space = target.key, target.space
+            _key_source = target.key_source
         else:
             self._channel, key = _shared
             self._owner = _owner
         assert key is not None
         _check_key(key)
         self._key = key
+        self._key_source = _key_source
+        """Where the key came from, which a refusal of it names ("" unknown)."""
         self._space = space or ""
         self._space_id: str | None = _uuid(self._space)
         self._timeout = _seconds("timeout", timeout)
@@ -177,7 +185,7 @@ class ClientBase:
             ConfigurationError: `key` or `space` given empty (an empty key called as this
                 client's own key), or a key no header can carry.
         """
-        refuse_empty(key=key, space=space)
+        _refuse_empty_in_using(key, space)
         same_caller = key in (None, self._key)
         if space is None and same_caller:
             space = self._space  # another key's space is its own: left out, its only one
@@ -189,6 +197,7 @@ class ClientBase:
             turn_timeout=self._turn_timeout,
             retry=retry or self._retry,
             _shared=(self._channel, key or self._key),
+            _key_source=self._key_source if same_caller else "the key= argument of using()",
         )
         if space == self._space and same_caller:
             clone._space_id = self._space_id  # the same caller: its space is settled already
@@ -291,14 +300,18 @@ class ClientBase:
 
         try:
             return await unary(attempt, request, opts)
-        except Unavailable as error:
+        except (Unavailable, Unauthenticated) as error:
             self._said(error)
             raise
 
     def _said(self, error: RpcError) -> RpcError:
-        """`error`, saying what to check when nothing answered at the gateway's address."""
+        """`error`, saying what to check when nothing answered at the gateway's address, or
+        where the key came from when the gateway refused it."""
         if isinstance(error, Unavailable):
-            _nothing_answered(error, self._channel.address, self._channel.source)
+            channel = self._channel
+            _nothing_answered(error, channel.address, channel.source, secure=channel.secure)
+        elif isinstance(error, Unauthenticated):
+            _key_refused(error, self._key_source)
         return error
 
     def _stream_call(self, method: str, request: Any, opts: CallOptions) -> Any:
@@ -306,6 +319,27 @@ class ClientBase:
         return getattr(self._channel.stub, method)(
             request, timeout=opts.deadline.left(), metadata=opts.metadata
         )
+
+
+USING_LEFT_OUT = {
+    "key": "call with this client's key",
+    "space": "call in this client's space (another key's: the one space it reaches)",
+}
+"""What `using()` does with each argument left out, which its refusal of an empty one says."""
+
+
+def _refuse_empty_in_using(key: str | None, space: str | None) -> None:
+    """`using()`'s key and space, each given, are not empty (as a new client's).
+
+    Raises:
+        ConfigurationError: one is given empty, naming it and what leaving it out does.
+    """
+    for setting, value in (("key", key), ("space", space)):
+        if value is not None and not value.strip():
+            raise ConfigurationError(
+                f"{setting}= is empty: give one, or leave it out to {USING_LEFT_OUT[setting]}",
+                setting=setting,
+            )
 
 
 def _uuid(text: str) -> str | None:
@@ -361,19 +395,75 @@ def _seconds(name: str, value: float | None) -> float | None:
     return float(value)
 
 
-def _nothing_answered(error: Unavailable, address: str, source: str) -> Unavailable:
-    """`error` saying what to check when nothing answered at the gateway's `address` (from
-    `source`, "" unknown), gRPC's words last; as it is for any other failure."""
-    details = error.details
-    lowered = details.lower()
-    if error.reason is not None or "failed to connect" not in lowered:
+def _nothing_answered(
+    error: Unavailable, address: str, source: str, *, secure: bool = False
+) -> Unavailable:
+    """`error` saying what to check when the connection to the gateway's `address` (from
+    `source`, "" unknown; over TLS when `secure`) failed, gRPC's words last; as it is for
+    any other failure."""
+    if error.reason is not None:
         return error
-    if any(word in lowered for word in ("handshake", "ssl", "certificate", "socket closed")):
-        return error  # something answered: TLS failed
+    hint = _connection_hint(error.details.lower(), address, source, secure=secure)
+    if hint is not None:
+        error.details = f"{hint}; gRPC: {error.details}"
+        error.args = (f"{error.code.name}: {error.details}",)
+    return error
+
+
+def _connection_hint(lowered: str, address: str, source: str, *, secure: bool) -> str | None:
+    """What to check, from gRPC's words (`lowered`) of how the connection failed: the name
+    did not resolve, TLS failed, or nothing answered (None: something else)."""
     given = f" (from {source})" if source else ""
-    error.details = (
+    if any(words in lowered for words in UNRESOLVED_WORDS):
+        return (
+            f"the gateway address {address}{given} does not resolve: check the host name, or "
+            "pass the right address (gateway= or STELLO_GATEWAY)"
+        )
+    if "failed to connect" not in lowered and "backends failing" not in lowered:
+        return None
+    if "hostname verification" in lowered:
+        return (
+            f"the certificate of {address} does not name that address (nor "
+            "TlsFiles.server_name, if given): pass a name it holds as TlsFiles.server_name "
+            "(STELLO_SERVER_NAME)"
+        )
+    if any(word in lowered for word in ("handshake", "ssl", "certificate")):
+        return (
+            f"the TLS handshake with {address} failed: check the CA file (TlsFiles.ca_file "
+            "or STELLO_CA_FILE), the server name, and the client certificate and key if the "
+            "gateway wants one"
+        )
+    if "socket closed" in lowered:
+        return (
+            None
+            if secure
+            else (
+                f"{address} closed the connection: if it serves TLS, pass "
+                "tls=TlsFiles(ca_file=...) or set STELLO_CA_FILE (this client is plaintext)"
+            )
+        )
+    if "failed to connect" not in lowered:
+        return None
+    return (
         f"nothing answered at the gateway address {address}{given}: start the gateway "
-        f"(`stello up`), or pass the right address (gateway= or STELLO_GATEWAY); gRPC: {details}"
+        "(`stello up`), or pass the right address (gateway= or STELLO_GATEWAY)"
     )
+
+
+def _key_refused(error: Unauthenticated, source: str) -> Unauthenticated:
+    """`error` saying where the refused key came from (`source`, "" unknown) and what to do."""
+    if not source:
+        return error
+    if source.startswith("the key `stello up` saved"):
+        advice = (
+            "run `stello up` again, which saves a key its gateway takes, or pass another "
+            "(key= or STELLO_KEY)"
+        )
+    else:
+        advice = (
+            "pass a key this gateway knows and has not revoked (key= or STELLO_KEY; "
+            "`stello up` saves one of its own gateway)"
+        )
+    error.details = f"{error.details} ({source}): {advice}"
     error.args = (f"{error.code.name}: {error.details}",)
     return error

@@ -38,6 +38,8 @@ class Channel:
         """The most bytes a message over it may hold (STELLO_MAX_MESSAGE_BYTES)."""
         self._target = target
         self.source = target.source
+        self.secure = target.tls is not None
+        """Whether it speaks TLS."""
         self._channel: grpc.aio.Channel | None = None
         self._stub: agent_pb2_grpc.AgentGatewayStub | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -119,7 +119,7 @@ def flag_names(text: str, flags: Mapping[str, str]) -> str:
 
     Only names with an underscore (`inherit_until_seq`, `profile_vars`) are
     replaced in free text: plain words such as "label" or "context" are also
-    English, and a message saying "INHERIT context" must keep saying so.
+    English, and a message saying "with context inherit" must keep saying so.
     """
     names = sorted((n for n in flags if "_" in n), key=len, reverse=True)
     if not names:
@@ -140,7 +140,7 @@ def rpc_error_line(
     """A failed call as one sentence, fields named as flags, no status code.
 
     With field violations the sentence is rebuilt from them (`--up-to: is only
-    allowed with INHERIT context, not NONE`); a gateway that did not answer says
+    allowed with context inherit (this fork's context is none)`); a gateway that did not answer says
     where it was looked for (`cannot reach the gateway at HOST:PORT: is `stello
     up` running?`); a known reason adds what to do. `as_flags=False` keeps the
     gateway's field names and the status code first (`NOT_FOUND: ...`: for a
@@ -269,11 +269,13 @@ def _grpc_deadline(error: RpcError) -> bool:
 
 
 def _grpc_words(error: RpcError) -> str:
-    """The error's details; gRPC's own for an UNAVAILABLE naming no reason, which this line
-    says what to check about itself (not twice: the SDK's message says it too)."""
+    """The error's details; gRPC's own for an UNAVAILABLE naming no reason and for an
+    UNAUTHENTICATED, which this line's caller says what to check about itself (not twice:
+    the SDK's message says it too, naming its own arguments)."""
     import grpc
 
-    if error.code == grpc.StatusCode.UNAVAILABLE and error.reason is None and error.cause:
+    unanswered = error.code == grpc.StatusCode.UNAVAILABLE and error.reason is None
+    if (unanswered or error.code == grpc.StatusCode.UNAUTHENTICATED) and error.cause:
         return error.cause.details() or ""
     return error.details
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from google.protobuf import message
 from google.protobuf.descriptor import FieldDescriptor
 
 from stello_client import types
@@ -67,12 +68,40 @@ def _refusal(
             f"character {exc.start + 1} of {shown(exc.object)}): send text without it"
         )
     held = "" if field is None else f": it holds {_holds(field)}"
+    if isinstance(value, message.Message):
+        path = _id_path(value) if field is not None and _holds(field) == "str" else None
+        hint = f" (pass its .{path})" if path else ""
+        return type(exc)(f"{name}: not a value this field holds, got a {_kind(value)}{held}{hint}")
     return type(exc)(f"{_not_held(name, value)}{held}")
 
 
 def _not_held(name: str, value: Any) -> str:
     """Why keyword `name` was refused: its value, as a repr cut to 60 characters."""
     return f"{name}: not a value this field holds, got {shown(value)}"
+
+
+def _kind(value: message.Message) -> str:
+    """A message's type as an error names it (its text would run over lines)."""
+    return type(value).__name__
+
+
+def _id_path(value: message.Message) -> str | None:
+    """Where a message holds the id a field wants: `id` (a SessionSummary, a TreeNode),
+    or one message field's `id` (a SessionView's `node.id`); None: nowhere, or not one."""
+    if _has_id(value.DESCRIPTOR):
+        return "id"
+    found = [
+        field.name
+        for field in value.DESCRIPTOR.fields
+        if field.message_type is not None and not field.is_repeated and _has_id(field.message_type)
+    ]
+    return f"{found[0]}.id" if len(found) == 1 else None
+
+
+def _has_id(descriptor: Any) -> bool:
+    """Whether a message type has a str field `id`."""
+    field = descriptor.fields_by_name.get("id")
+    return field is not None and field.cpp_type == FieldDescriptor.CPPTYPE_STRING
 
 
 def _field(message: Any, name: str) -> FieldDescriptor | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from stello.channels import ClientTls
 from stello.errors import FailedPrecondition
-from stello_client.credentials import Credentials, load_credentials
+from stello_client.credentials import Credentials, credentials_path, load_credentials
 from stello_client.exceptions.base import ConfigurationError
 from stello_client.flags import address_problem, pick
 
@@ -37,6 +37,8 @@ class Target:
     max_message_bytes: int = DEFAULT_MESSAGE_BYTES
     source: str = ""
     """Where `gateway` came from ("the gateway= argument", ...; "" unknown)."""
+    key_source: str = ""
+    """Where `key` came from ("the key= argument", "STELLO_KEY", the saved file; "" unknown)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +155,8 @@ def resolve_target(
     material = None
     if not plaintext:
         material = tls if isinstance(tls, ClientTls) else TlsFiles.from_env(tls).load()
-    return Target(address, secret, named, material, message_limit(), source)
+    keyed = _key_source(key, saved)
+    return Target(address, secret, named, material, message_limit(), source, keyed)
 
 
 def _source(gateway: str | None, saved: Credentials | None) -> str:
@@ -163,6 +166,15 @@ def _source(gateway: str | None, saved: Credentials | None) -> str:
     if os.environ.get("STELLO_GATEWAY", "").strip() or saved is None:
         return "STELLO_GATEWAY"
     return "the address `stello up` saved"
+
+
+def _key_source(key: str | None, saved: Credentials | None) -> str:
+    """Where the key came from: the argument, the variable, else the file."""
+    if key:
+        return "the key= argument"
+    if os.environ.get("STELLO_KEY", "").strip() or saved is None:
+        return "STELLO_KEY"
+    return f"the key `stello up` saved in {credentials_path()}"
 
 
 def check_gateway(address: str, source: str = "gateway") -> None:

@@ -158,6 +158,7 @@ class TurnCalls(ClientBase):
         per pending call (`stello_client.types.tool_result`); answers as `send` does.
 
         Raises:
+            ValueError: `results` empty (before any call).
             InvalidArgument: a result answering no pending call, or a pending call left out.
             NoPendingToolCalls: the session waits for no tool result.
             SessionArchived, TurnInProgress, TurnInterrupted, TurnQueueFull, OutcomeUnknown
@@ -225,12 +226,22 @@ class TurnCalls(ClientBase):
         busy: BusyName | BusyPolicy | None,
         rid: str,
     ) -> SubmitRequest:
-        """A SubmitToolResults or SubmitToolResultsStream request (the same fields)."""
+        """A SubmitToolResults or SubmitToolResultsStream request (the same fields).
+
+        Raises:
+            ValueError: no results (before any call, WhoAmI's included).
+        """
+        answers = several("results", results)
+        if not answers:
+            raise ValueError(
+                "results: is empty: give one tool_result(tool_call_id, content) per tool call "
+                "the turn is waiting for (its pending_tool_calls)"
+            )
         request = request_of(
             kind,
             space_id=await self.space_id(),
             session_id=session_id,
-            results=several("results", results),
+            results=answers,
             tools=several("tools", tools),
             request_id=rid,
             busy=busy_policy(busy),

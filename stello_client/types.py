@@ -134,21 +134,23 @@ def _enum(enum: Any, prefix: str, value: str | int | None, what: str) -> Any:
 
     Raises:
         TypeError: neither a name nor a number (a list, a float, bytes), naming `what`.
-        ValueError: a name the enum does not have, naming `what` and listing the names.
+        ValueError: a name or number the enum does not have, naming `what` and listing
+            the names (the gateway would name the protobuf enum's type, ForkContext).
     """
     if value is None:
         return 0
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if not isinstance(value, str):
+        if value in enum.values():
+            return value
+    elif not isinstance(value, str):
         raise TypeError(f"{what}: not a value this field holds, got {shown(value)}")
-    name = value.upper()
-    name = name if name.startswith(prefix) else prefix + name
-    try:
-        return enum.Value(name)
-    except ValueError:
-        known = [n.removeprefix(prefix).lower() for n in enum.keys()[1:]]
-        raise ValueError(f"{what}: must be one of {', '.join(known)}, got {value!r}") from None
+    else:
+        name = value.upper()
+        name = name if name.startswith(prefix) else prefix + name
+        if name in enum.keys():
+            return enum.Value(name)
+    known = [n.removeprefix(prefix).lower() for n in enum.keys()[1:]]
+    raise ValueError(f"{what}: must be one of {', '.join(known)}, got {value!r}")
 
 
 def fork_context(value: ContextName | ForkContext | None) -> ForkContext:
@@ -203,15 +205,60 @@ def event_kind(value: str | EventKind, what: str = "kind") -> EventKind:
 def tool(
     name: str, description: str = "", parameters: Mapping[str, Any] | None = None
 ) -> ToolDefinition:
-    """A client tool the model may call: its name, what it does, its JSON schema."""
+    """A client tool the model may call: its name, what it does, its JSON schema.
+
+    Raises:
+        TypeError: a value its argument cannot hold, naming it: `parameters` not a dict,
+            or holding what JSON has not (a set, a datetime), naming the place in it.
+    """
+    from stello_client.requests import request_of  # it builds on this module
+
     schema = struct_pb2.Struct()
-    schema.update(dict(parameters or {"type": "object", "properties": {}}))
-    return ToolDefinition(name=name, description=description, parameters=schema)
+    given: Mapping[str, Any] = parameters or {"type": "object", "properties": {}}
+    if not isinstance(given, Mapping):
+        raise TypeError(f"parameters: expected a JSON schema as a dict, got {shown(given)}")
+    _check_json(given, "")
+    schema.update(dict(given))
+    return request_of(ToolDefinition, name=name, description=description, parameters=schema)
+
+
+JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _check_json(value: Any, path: str) -> None:
+    """`value` (at `path` in a tool's parameters) holds only what JSON has.
+
+    Raises:
+        TypeError: it holds something else, or a key that is not a str, naming the place.
+    """
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                where = f" {path}" if path else ""
+                raise TypeError(
+                    f"parameters:{where} holds the key {shown(key)}, which JSON has not (its "
+                    "keys are str)"
+                )
+            _check_json(item, f"{path}[{key!r}]")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check_json(item, f"{path}[{index}]")
+    elif not isinstance(value, JSON_SCALARS):
+        raise TypeError(
+            f"parameters: {path} holds {shown(value)}, which JSON has not (a schema holds "
+            "dicts, lists, str, numbers, bool and None)"
+        )
 
 
 def tool_result(tool_call_id: str, content: str, *, is_error: bool = False) -> ToolResult:
-    """The answer to one tool call (`is_error`: the tool failed; `content` says how)."""
-    return ToolResult(tool_call_id=tool_call_id, content=content, is_error=is_error)
+    """The answer to one tool call (`is_error`: the tool failed; `content` says how).
+
+    Raises:
+        TypeError: a value its argument cannot hold, naming it.
+    """
+    from stello_client.requests import request_of  # it builds on this module
+
+    return request_of(ToolResult, tool_call_id=tool_call_id, content=content, is_error=is_error)
 
 
 def skill_list(names: Sequence[str] | None) -> common_pb2.SkillList | None:

@@ -31,7 +31,7 @@ from stello_client.calls import still_waiting
 from stello_client.exceptions.base import RpcError
 from stello_client.exceptions.translate import from_rpc_error
 from stello_client.exceptions.transport import Unavailable
-from stello_client.requests import request_of
+from stello_client.requests import request_of, set_optional
 from stello_client.types import EventKind, SpaceEvent, event_kind, several
 
 RESUMED = frozenset(
@@ -54,6 +54,9 @@ class Watch:
         *,
         resume: bool,
     ) -> None:
+        # Checked now, as a request's fields are (its first event would raise protobuf's
+        # "bad argument type for built-in operation", naming nothing).
+        set_optional(agent_pb2.WatchSpaceRequest(), after_cursor=after_cursor)
         self.cursor = after_cursor
         """The cursor of the last event yielded (or the start): resume after it."""
         self._client = client
@@ -234,6 +237,10 @@ class WatchCalls(ClientBase):
         """The space's events as they commit, after `after_cursor` (None: from now), only
         `kinds` ("records_appended", ...; empty: all), resumed after a disconnect from the
         last cursor (`resume=False`: a disconnect raises). No deadline.
+
+        Raises:
+            TypeError, ValueError: `after_cursor` is not a str, or `kinds` is not a list
+                of kinds' names (or numbers), naming it.
 
         Raises (from the iteration):
             CursorExpired: events after `after_cursor` were purged: re-read, watch anew.

@@ -171,7 +171,8 @@ class SessionCreator:
         context = effective_context(request.context, profile)
         if request.inherit_until_seq is not None and context is not ContextMode.INHERIT:
             raise InvalidArgument.field(
-                "inherit_until_seq", f"is only allowed with INHERIT context, not {context.upper()}"
+                "inherit_until_seq",
+                f"is only allowed with context inherit (this fork's context is {context})",
             )
         if context is ContextMode.COMPRESS and self._summarizer is None:
             raise FailedPrecondition(

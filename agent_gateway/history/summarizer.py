@@ -24,7 +24,7 @@ from stello.common.v1 import common_pb2
 
 CALLS = 3
 """Calls one COMPRESS fork may make."""
-WHAT = "a COMPRESS fork's summary of its source"
+WHAT = "a compress fork's summary of its source"  # context="compress", as clients say it
 """The call, as a failed call's message names it (the fork then makes no session)."""
 
 

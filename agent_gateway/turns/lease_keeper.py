@@ -170,7 +170,7 @@ class LeaseRelease:
 def turn_interrupted(session_id: uuid.UUID) -> Aborted:
     """The error of a turn an INTERRUPT (or ROLLBACK) turn took the session from."""
     return Aborted(
-        f"another turn took session {session_id} over (busy policy INTERRUPT or ROLLBACK); "
+        f"another turn took session {session_id} over (busy policy interrupt or rollback); "
         "nothing of this turn was stored",
         reason=TURN_INTERRUPTED,
     )

@@ -184,7 +184,7 @@ class TurnLine:
         if remaining <= 0:
             raise DeadlineExceeded(
                 f"the turn waited in line for session {plan.session_id} {until} (busy policy "
-                f"ENQUEUE); it left the line and nothing was written: {then}"
+                f"enqueue); it left the line and nothing was written: {then}"
             )
         return remaining
 

@@ -48,9 +48,8 @@ def _lease(
 def _running(session_id: uuid.UUID) -> Aborted:
     """A REJECT turn refused by a live one: what the caller's `busy` could do instead."""
     return Aborted(
-        f"session {session_id} has a turn in progress (busy policy REJECT); retry after it "
-        "ends, or set busy to BUSY_POLICY_ENQUEUE (wait in line) or BUSY_POLICY_INTERRUPT "
-        "(stop it and run this turn)",
+        f"session {session_id} has a turn in progress (busy policy reject); retry after it "
+        "ends, or set busy to enqueue (wait in line) or interrupt (stop it and run this turn)",
         reason=TURN_IN_PROGRESS,
     )
 

@@ -23,6 +23,7 @@ from agent_gateway.app import GatewayClients
 from stello import errors, reasons
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore, new_secret
+from stello.common.v1 import common_pb2
 from stello.storage.v1 import storage_pb2
 from stello_client import AsyncClient, ConfigurationError, Retry
 from stello_client.base import KEY_CHARS, MAX_KEY_CHARS
@@ -57,7 +58,7 @@ from stello_client.exceptions import (
     from_rpc_error,
 )
 from stello_client.flags import MAX_DEADLINE_S
-from stello_client.types import TextDelta, tool, tool_result
+from stello_client.types import ForkContext, Record, TextDelta, tool, tool_result
 from storage_service.app import create_purger
 from storage_service.config import StorageSettings
 from tests.cli.processes import client_env, private_env
@@ -242,6 +243,31 @@ class TestLiveErrors:
         assert caught.value.field == "inherit_until_seq"
         assert caught.value.method == "Fork" and caught.value.request_id
 
+    async def test_a_refused_fork_context_is_told_in_the_sdk_s_words(
+        self, client: AsyncClient
+    ) -> None:
+        """`inherit_until_seq` with a context that is not inherit names the `context` values
+        as the SDK takes them (it said "is only allowed with INHERIT context, not NONE", the
+        enum's words), the context given by name, as a ForkContext or left out; a number no
+        ForkContext has is refused before anything is sent, naming the values (the gateway
+        said "unknown ForkContext value 99")."""
+        root = await client.create_root()
+        for context in ("none", ForkContext.FORK_CONTEXT_NONE, None):
+            with pytest.raises(InvalidArgument) as caught:
+                await client.fork(root.id, "x", context=context, inherit_until_seq=1)
+            assert caught.value.details == (
+                "inherit_until_seq: is only allowed with context inherit (this fork's context "
+                "is none)"
+            )
+        numbers: list[Any] = [99, -1]
+        for number in numbers:
+            with pytest.raises(
+                ValueError,
+                match=rf"^context: must be one of none, inherit, compress, got {number}$",
+            ):
+                await client.fork(root.id, "x", context=number)
+        assert [node.id for node in await client.get_tree()] == [root.id]
+
     async def test_out_of_range_names_the_keyword(self, client: AsyncClient) -> None:
         """A fork's inherit_until_seq past the source's last seq is OutOfRange whose `field`
         is the keyword, as InvalidArgument's (it had only `violations`)."""
@@ -316,8 +342,14 @@ class TestLiveErrors:
         )
         quick = Retry(attempts=3, initial_backoff_s=0.01, busy_for_s=0)
         async with client_of(stack, retry=quick) as client_once:
-            with pytest.raises(TurnInProgress):
+            with pytest.raises(TurnInProgress) as caught:
                 await client_once.send(root.id, "hi")
+        # The `busy` values as the SDK takes them (it said "set busy to BUSY_POLICY_ENQUEUE
+        # (wait in line) or BUSY_POLICY_INTERRUPT", the enum's names).
+        assert caught.value.details == (
+            f"session {root.id} has a turn in progress (busy policy reject); retry after it "
+            "ends, or set busy to enqueue (wait in line) or interrupt (stop it and run this turn)"
+        )
 
     async def test_a_dead_gateways_lease_is_waited_out(
         self, client: AsyncClient, stack: Stack
@@ -609,10 +641,19 @@ class TestLiveErrors:
                 AsyncClient(*given)
             assert caught.value.setting == setting
         async with AsyncClient(address, stack.space.key, space) as client:
-            with pytest.raises(ConfigurationError, match=r"^key= is empty"):
+            # What using() does with one left out (it said "STELLO_KEY or what `stello up`
+            # saved", which using() never reads).
+            with pytest.raises(ConfigurationError) as caught:
                 client.using(key="")
-            with pytest.raises(ConfigurationError, match=r"^space= is empty"):
+            assert str(caught.value) == (
+                "key= is empty: give one, or leave it out to call with this client's key"
+            )
+            with pytest.raises(ConfigurationError) as caught:
                 client.using(space=" ")
+            assert str(caught.value) == (
+                "space= is empty: give one, or leave it out to call in this client's space "
+                "(another key's: the one space it reaches)"
+            )
 
     async def test_a_keyword_of_the_wrong_type_is_named(self, stack: Stack) -> None:
         """A keyword whose value its field cannot hold raises TypeError (or ValueError past
@@ -797,6 +838,98 @@ class TestLiveErrors:
         assert dict(view.metadata) == {"team": "search", "t": "1", "a": "2"}
         assert view.turn_count == 0
 
+    async def test_a_session_where_its_id_is_expected_says_pass_its_id(
+        self, client: AsyncClient
+    ) -> None:
+        """A session (the SessionSummary create_root answers) passed where its id goes
+        raises TypeError naming the keyword, the message's type and `.id`: it quoted the
+        message's text cut at 60 characters, over three lines ("got id: \"...\"\nlabel:
+        \"Root\"\nst…"). Nothing is sent."""
+        root = await client.create_root()
+        view: Any = await client.get_session(root.id)
+        summary: Any = root
+        said = (
+            r"not a value this field holds, got a SessionSummary: it holds str \(pass its \.id\)$"
+        )
+        calls: list[tuple[str, Any]] = [
+            ("session_id", partial(client.send, summary, "hi")),
+            ("session_id", partial(client.get_session, summary)),
+            ("source_session_id", partial(client.fork, summary, "x")),
+            ("topology_parent_id", partial(client.fork, root.id, "x", topology_parent_id=summary)),
+            ("session_id", partial(client.list_records, summary)),
+        ]
+        for name, call in calls:
+            with pytest.raises(TypeError, match=rf"^{name}: {said}"):
+                await call()
+        with pytest.raises(
+            TypeError, match=r"^session_id: .*SessionView: .* \(pass its \.node\.id\)$"
+        ):
+            await client.get_session(view)
+        assert (await client.get_session(root.id)).turn_count == 0
+
+    async def test_a_digest_root_that_is_not_a_root_names_no_internal_rpc(
+        self, client: AsyncClient
+    ) -> None:
+        """`list_session_digests(root_id=...)` naming a child says to give the root of its
+        tree, the last of its lineage (`get_lineage`): it said "the last of GetAncestors",
+        the tree service's own RPC, which no gateway client has."""
+        root = await client.create_root()
+        child = await client.fork(root.id, "child")
+        with pytest.raises(InvalidArgument) as caught:
+            await client.list_session_digests(root_id=child.id)
+        assert caught.value.field == "filter.root_id"
+        assert caught.value.details == (
+            f"filter.root_id: names session {child.id}, which is not a root (its parent is "
+            f"{root.id}): give the root of its tree (the last of its lineage), or "
+            "filter.parent_id"
+        )
+
+    async def test_an_imported_record_without_a_role_names_the_roles(
+        self, client: AsyncClient
+    ) -> None:
+        """An imported record with no role (or a number no role has) names the roles, as
+        the SDK's `role=` takes them: it said "must be a record role, got UNSPECIFIED", the
+        enum's word."""
+        records = [Record(content="hi"), Record(role=common_pb2.RECORD_ROLE_USER, content="x")]
+        unknown: Any = 9
+        records.append(Record(role=unknown, content="y"))
+        with pytest.raises(InvalidArgument) as caught:
+            await client.import_session("copy", records=records)
+        assert [(v.field, v.description) for v in caught.value.violations] == [
+            ("records[0].role", "must be one of system, user, assistant, tool, got none (unset)"),
+            ("records[2].role", "must be one of system, user, assistant, tool, got 9"),
+        ]
+
+    async def test_a_watch_cursor_that_is_not_text_is_named(self, client: AsyncClient) -> None:
+        """`watch(after_cursor=123)` (a cursor kept as a number) raises TypeError naming
+        `after_cursor` when the watch is made; its first event raised protobuf's "bad
+        argument type for built-in operation", naming nothing."""
+        number: Any = 123
+        with pytest.raises(
+            TypeError, match=r"^after_cursor: not a value this field holds, got 123: it holds str$"
+        ):
+            client.watch(after_cursor=number)
+
+    async def test_no_tool_results_is_refused_before_any_call(self) -> None:
+        """`submit_tool_results` (and its stream) given no results raises ValueError naming
+        `results` and what it must hold, before any call (here: none could be made, the
+        gateway's address is closed and the space a name WhoAmI would settle); it was the
+        gateway's raw INVALID_ARGUMENT "results: must answer the pending tool calls (none
+        given)", even where no tool call was pending (NoPendingToolCalls otherwise)."""
+        said = (
+            r"^results: is empty: give one tool_result\(tool_call_id, content\) per tool call "
+            r"the turn is waiting for \(its pending_tool_calls\)$"
+        )
+        once = Retry(attempts=1, unavailable_for_s=0)
+        async with AsyncClient("127.0.0.1:1", "k", "a-space", retry=once) as client:
+            nothing: list[Any] = [[], (), iter([])]
+            for empty in nothing:
+                with pytest.raises(ValueError, match=said):
+                    await client.submit_tool_results(str(uuid.uuid4()), empty)
+                with pytest.raises(ValueError, match=said):
+                    async for _ in client.submit_tool_results_stream(str(uuid.uuid4()), empty):
+                        pass
+
     @pytest.mark.parametrize("request_id", ["café-42", "line\nbreak", "tab\tid", "Ключ"])
     async def test_a_request_id_no_header_can_carry_is_sent_encoded(
         self, client: AsyncClient, request_id: str
@@ -834,3 +967,40 @@ class TestLiveErrors:
         )
         out, _ = await asyncio.wait_for(process.communicate(), 60)
         assert (process.returncode, out.decode().strip()) == (0, stack.space.sid)
+
+
+class TestToolArguments:
+    def test_a_tool_schema_that_is_not_json_names_where(self) -> None:
+        """A tool's `parameters` holding what JSON has not (a set, a datetime) raises
+        TypeError naming `parameters` and the place in it: it was protobuf's ValueError
+        "Unexpected type", naming nothing; one that is not a mapping said "cannot convert
+        dictionary update sequence element #0 to a sequence"."""
+        not_json: list[tuple[Any, str]] = [
+            (
+                {"type": "object", "properties": {"a": {"enum": {1, 2}}}},
+                r"^parameters: \['properties'\]\['a'\]\['enum'\] holds \{1, 2\}, which JSON "
+                r"has not \(a schema holds dicts, lists, str, numbers, bool and None\)$",
+            ),
+            (
+                {"default": [1, datetime(2026, 1, 1, tzinfo=UTC)]},
+                r"^parameters: \['default'\]\[1\] holds datetime.datetime\(2026, ",
+            ),
+            ({1: "x"}, r"^parameters: holds the key 1, which JSON has not \(its keys are str\)"),
+            ([1, 2], r"^parameters: expected a JSON schema as a dict, got \[1, 2\]$"),
+        ]
+        for parameters, said in not_json:
+            with pytest.raises(TypeError, match=said):
+                tool("look", "looks", parameters)
+
+    def test_a_tool_result_of_the_wrong_type_is_named(self) -> None:
+        """`tool_result` given a value its field cannot hold raises TypeError naming the
+        argument: content 5 raised protobuf's "bad argument type for built-in operation"."""
+        five: Any = 5
+        with pytest.raises(
+            TypeError, match=r"^content: not a value this field holds, got 5: it holds str$"
+        ):
+            tool_result("call", five)
+        with pytest.raises(TypeError, match=r"^tool_call_id: .*, got 5: it holds str$"):
+            tool_result(five, "x")
+        with pytest.raises(TypeError, match=r"^name: .*, got 5: it holds str$"):
+            tool(five)

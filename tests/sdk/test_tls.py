@@ -13,6 +13,7 @@ from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.sql
 ONCE = Retry(attempts=1)
+ONCE_NOW = Retry(attempts=1, unavailable_for_s=0)
 
 
 def files_for(suite: Suite, certs: CertFiles, ca: str | None = None) -> TlsFiles:
@@ -71,6 +72,11 @@ async def test_a_certificate_naming_another_host_is_said(
     async with AsyncClient(suite.gateway, space.key, space.sid, retry=ONCE, tls=tls) as client:
         with pytest.raises(Unavailable) as caught:
             await client.get_tree()
+    assert caught.value.details.startswith(
+        f"the certificate of {suite.gateway} does not name that address (nor "
+        "TlsFiles.server_name, if given): pass a name it holds as TlsFiles.server_name "
+        "(STELLO_SERVER_NAME); gRPC: "
+    )
     line = rpc_error_line(caught.value, suite.gateway)
     assert line == (
         f"cannot reach the gateway at {suite.gateway}: the certificate of {suite.gateway} does "
@@ -94,3 +100,31 @@ async def test_a_keyless_client_takes_tls_files(
     with pytest.raises(ConfigurationError, match="cannot read the CA file") as caught:
         AsyncClient.keyless(suite.gateway, tls=TlsFiles(ca_file="/nowhere/ca.pem"))
     assert caught.value.setting == "tls"
+
+
+async def test_a_tls_failure_says_what_to_check_in_the_sdk_s_words(
+    suite: Suite, tls_files: CertFiles, space: TestSpace
+) -> None:
+    """A plaintext client of a TLS gateway, or a CA that did not sign its certificate, says
+    what to check, naming the SDK's arguments and variables, then gRPC's words: it was
+    gRPC's alone ("...: Socket closed", "...: Tls handshake failed ...")."""
+    wrong = files_for(suite, tls_files, ca=str(tls_files.other_ca))
+    said = {
+        "plaintext": (
+            f"{suite.gateway} closed the connection: if it serves TLS, pass "
+            "tls=TlsFiles(ca_file=...) or set STELLO_CA_FILE (this client is plaintext); gRPC: "
+        ),
+        "tls": (
+            f"the TLS handshake with {suite.gateway} failed: check the CA file "
+            "(TlsFiles.ca_file or STELLO_CA_FILE), the server name, and the client certificate "
+            "and key if the gateway wants one; gRPC: "
+        ),
+    }
+    for name, options in (("tls", {"tls": wrong}), ("plaintext", {"plaintext": True})):
+        async with AsyncClient(
+            suite.gateway, space.key, space.sid, retry=ONCE_NOW, **options
+        ) as client:
+            with pytest.raises(Unavailable) as caught:
+                await client.get_tree()
+        assert caught.value.cause is not None
+        assert caught.value.details == said[name] + str(caught.value.cause.details()), name

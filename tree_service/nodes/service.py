@@ -92,7 +92,7 @@ class NodeService:
                     raise InvalidArgument.field(
                         "filter.root_id",
                         f"names session {found.root_id}, which is not a root (its parent is "
-                        f"{parent_id}): give the root of its tree (the last of GetAncestors), "
+                        f"{parent_id}): give the root of its tree (the last of its lineage), "
                         "or filter.parent_id",
                     )
             if found.parent_id is not None:

@@ -398,7 +398,9 @@ class TestForkContext:
             grpc.StatusCode.UNAVAILABLE,
             LLM_UNAVAILABLE,
         )
-        assert "COMPRESS fork" in (error.details() or "")
+        assert "the model answered nothing to a compress fork's summary of its source" in (
+            error.details() or ""
+        )
         assert await row_counts(pool, stack.space) == before
         assert list((await stack.view(source.id)).node.children) == []
         spy.then(answer("<think>so</think>the parent's story"))

@@ -439,6 +439,7 @@ class TestEnqueue:
         error = await rpc_error(send(stack, root.id, "and then?", busy=ENQUEUE))
         assert error.code() is grpc.StatusCode.DEADLINE_EXCEEDED
         assert "STELLO_GATEWAY_TURN_MAX_S" in (error.details() or "")
+        assert "(busy policy enqueue)" in (error.details() or "")  # a client's word, not ENQUEUE
         assert await tickets(pool, stack, root.id) == 0
         assert users(await stack.records(root.id)) == ["look it up"]
 
@@ -583,6 +584,7 @@ class TestInterrupt:
         assert reply.assistant.content == "echo: second"
         error = await rpc_error(asyncio.wait_for(running, 10))
         assert error_info_reason(error) == "TURN_INTERRUPTED"
+        assert "(busy policy interrupt or rollback)" in (error.details() or "")  # a client's word
         assert slow.cancelled == 1
         assert users(await stack.records(root.id)) == ["second"]
 

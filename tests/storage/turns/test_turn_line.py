@@ -154,7 +154,9 @@ class TestEnqueue:
         assert error.code() is grpc.StatusCode.ABORTED
         assert error_info_reason(error) == "TURN_IN_PROGRESS"
         details = error.details() or ""
-        assert "REJECT" in details and "ENQUEUE" in details and "INTERRUPT" in details
+        # In the words its clients take (busy="enqueue", --busy enqueue), not the enum's.
+        assert "(busy policy reject)" in details
+        assert "set busy to enqueue (wait in line) or interrupt" in details
 
     async def test_the_cap_refuses_one_more(
         self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
