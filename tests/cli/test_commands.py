@@ -696,6 +696,19 @@ class TestSessionCommands:
         assert await failed(env, "retention", "apply") == never
         assert await failed(env, "retention", "apply", "--dry-run") == never
 
+    async def test_retention_days_past_the_most_name_the_flag(self, env: dict[str, str]) -> None:
+        """A number of days past what a step takes is one flag error, in days, whether the
+        gateway would refuse it or no int32 field could carry it (before: "argument
+        --archive-after: expected a whole number up to 2147483647", the wire's bound)."""
+        for flag in ("--archive-after", "--delete-after"):
+            for value in ("40000", "99999999999", "0", "-3000000000"):
+                refused = await failed(env, "retention", "set", flag, value, code=2)
+                assert refused == (
+                    f"stello retention set: {flag}: must be within 1..36500 days, got {value} "
+                    "(see `stello retention set --help`)"
+                )
+        assert await ok(env, "retention", "show") == "no retention policy: nothing expires\n"
+
 
 class TestOutput:
     async def test_tree_previews(self, env: dict[str, str]) -> None:
