@@ -47,7 +47,8 @@ from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.turns.lease_keeper import LeaseKeeper
 from agent_gateway.turns.state import Plan
 from stello.common.v1 import common_pb2
-from stello.errors import DeadlineExceeded, NotFound, StelloError
+from stello.errors import DeadlineExceeded, NotFound, ResourceExhausted, StelloError
+from stello.reasons import SESSION_NOT_FOUND, TURN_QUEUE_FULL
 from stello.serving.space_calls import waiting_aside
 from stello.storage.v1 import storage_pb2
 
@@ -102,7 +103,12 @@ class TurnLine:
             return reply
         request.waiter = str(uuid.uuid4())
         request.max_waiters = self._max_waiters
-        reply = await self._begin(caller, plan, request)
+        try:
+            reply = await self._begin(caller, plan, request)
+        except ResourceExhausted as exc:
+            if exc.reason != TURN_QUEUE_FULL:
+                raise
+            raise self._full(plan, exc) from None
         if not reply.HasField("queued"):
             return reply
         with waiting_aside():  # it only waits: the space's other calls may have its place
@@ -123,7 +129,12 @@ class TurnLine:
             async with self._changes(caller, plan.space_id, plan.session_id) as changes:
                 await changes.ready(every)
                 while True:
-                    reply = await self._begin(caller, plan, request)
+                    try:
+                        reply = await self._begin(caller, plan, request)
+                    except NotFound as exc:
+                        if exc.reason != SESSION_NOT_FOUND:
+                            raise
+                        raise _deleted(plan, exc) from None
                     if not reply.HasField("queued"):
                         left_line = True  # storage took the ticket out with its answer
                         return reply
@@ -135,6 +146,20 @@ class TurnLine:
         finally:
             if not left_line:
                 await _settled(asyncio.ensure_future(self._leave(caller, plan, request.waiter)))
+
+    def _full(self, plan: Plan, exc: ResourceExhausted) -> ResourceExhausted:
+        """Storage's TURN_QUEUE_FULL in the gateway's words: storage knows how many wait
+        (metadata `waiting`), the gateway which of its settings set the cap."""
+        count = exc.metadata.get("waiting") or str(self._max_waiters)
+        waiting = "1 turn already waits" if count == "1" else f"{count} turns already wait"
+        return ResourceExhausted(
+            f"{waiting} in line for session {plan.session_id} (busy policy ENQUEUE), the most "
+            f"this gateway lets wait (STELLO_GATEWAY_TURN_QUEUE_MAX={self._max_waiters}); "
+            "nothing was written: retry later, or set busy to BUSY_POLICY_INTERRUPT (stop the "
+            "running turn and run this one)",
+            reason=TURN_QUEUE_FULL,
+            metadata=exc.metadata,
+        )
 
     def _left(self, caller: Caller, plan: Plan, since: float) -> float:
         """Seconds the call may still wait.
@@ -215,6 +240,17 @@ class TurnLine:
 
         begin.add_done_callback(undo)
         await _settled(settled)
+
+
+def _deleted(plan: Plan, exc: NotFound) -> NotFound:
+    """The NOT_FOUND of a session deleted while the turn waited in line: the session was
+    there when the turn took its place, so "not found" alone reads as a wrong id."""
+    return NotFound(
+        f"session {plan.session_id} was deleted while the turn waited in line (busy policy "
+        "ENQUEUE); nothing of the turn was written",
+        reason=SESSION_NOT_FOUND,
+        metadata=exc.metadata,
+    )
 
 
 def _unbounded(caller: Caller) -> Caller:

@@ -694,7 +694,9 @@ class AgentGatewayServicer:
         STELLO_MAX_RECORD_BYTES, or more than half the model's context window
         in tokens (checked before the lease and the LLM call); an unknown
         `busy` value.
-        - NOT_FOUND: the session is not in the space.
+        - NOT_FOUND: the session is not in the space (ENQUEUE: or was deleted
+        while the call waited in line, which the message says; nothing was
+        written).
         - FAILED_PRECONDITION, reason SESSION_ARCHIVED: the session is archived
         (or was archived while the turn ran: nothing of it was written).
         - ABORTED, reason TURN_IN_PROGRESS: another turn holds the lease
@@ -704,7 +706,8 @@ class AgentGatewayServicer:
         the session over while this one ran; nothing of this turn was written.
         - RESOURCE_EXHAUSTED, reason TURN_QUEUE_FULL: ENQUEUE, and
         STELLO_GATEWAY_TURN_QUEUE_MAX calls already wait for the session;
-        nothing was written.
+        nothing was written. The message names the setting and how many wait
+        (ErrorInfo metadata `waiting`).
         - DEADLINE_EXCEEDED: ENQUEUE, and the deadline (with none,
         STELLO_GATEWAY_TURN_MAX_S) passed while the call waited in line; it
         left the line and nothing was written.

@@ -362,7 +362,13 @@ class TestEnqueue:
         error = await rpc_error(send(stack, root.id, "one too many", busy=ENQUEUE))
         assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
         assert error_info_reason(error) == "TURN_QUEUE_FULL"
-        assert "(2)" in (error.details() or "")
+        # What sets the line's length is named (it said "the most allowed (2)").
+        assert error.details() == (
+            f"2 turns already wait in line for session {root.id} (busy policy ENQUEUE), the "
+            "most this gateway lets wait (STELLO_GATEWAY_TURN_QUEUE_MAX=2); nothing was "
+            "written: retry later, or set busy to BUSY_POLICY_INTERRUPT (stop the running "
+            "turn and run this one)"
+        )
         slow.gate.set()
         await asyncio.wait_for(asyncio.gather(*calls), 30)
         assert users(await stack.records(root.id)) == ["m0", "m1", "m2"]
@@ -450,6 +456,12 @@ class TestEnqueue:
             for turn in (running, waiting):
                 error = await rpc_error(asyncio.wait_for(turn, 10))
                 assert error.code() is grpc.StatusCode.NOT_FOUND
+            # The waiting call says what happened while it waited ("session ... not found").
+            assert error.details() == (
+                f"session {root.id} was deleted while the turn waited in line (busy policy "
+                "ENQUEUE); nothing of the turn was written"
+            )
+            assert error_info_reason(error) == "SESSION_NOT_FOUND"
             await wait_for(lambda: "to release" in caplog.text)
         warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
         assert warnings == []
