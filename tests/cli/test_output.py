@@ -20,6 +20,7 @@ from stello.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    ResourceExhausted,
     StelloError,
     Unavailable,
     Violations,
@@ -258,6 +259,21 @@ class TestErrorsAsFlags:
         )
         assert rpc_error_line(error) == (
             "fork profile 'x' is not configured (known: a, b; `stello profiles` lists them)"
+        )
+
+    def test_a_full_line_says_which_flag_interrupts(self) -> None:
+        """A full ENQUEUE line's message names the request's busy policy; the command line
+        adds its flag's words for it (it said nothing a `stello send` user could type)."""
+        error = rpc_error(
+            ResourceExhausted(
+                "2 turns already wait in line for session s (busy policy ENQUEUE), ...: retry "
+                "later, or set busy to BUSY_POLICY_INTERRUPT (stop the running turn and run "
+                "this one)",
+                reason="TURN_QUEUE_FULL",
+            )
+        )
+        assert rpc_error_line(error).endswith(
+            "(stop the running turn and run this one; pass --busy interrupt)"
         )
 
     def test_plain_words_stay_words(self) -> None:
