@@ -15,11 +15,12 @@ it holds across gateways:
   must end a turn first: so a handover wakes about one waiter, not the whole
   line), and at least every third of the lease TTL, until it gets the lease.
   It waits within the caller's deadline (with none, at most
-  STELLO_GATEWAY_TURN_MAX_S, which the error names): past it DEADLINE_EXCEEDED. A call that ends
-  while it waits (cancelled, past its deadline, failed) takes its ticket out of
-  line before it answers (LeaveTurnQueue, shielded) — also one that ends while
-  its first BeginTurn is under way, once that BeginTurn's answer says it is
-  queued; if storage cannot be reached the ticket expires within one TTL.
+  STELLO_GATEWAY_TURN_MAX_S, which the error names): past it DEADLINE_EXCEEDED (sent
+  ANSWER_MARGIN_S before the caller's deadline, so that gRPC's bare one does not come
+  first). A call that ends while it waits (cancelled, past its deadline, failed)
+  takes its ticket out of line before it answers (LeaveTurnQueue, shielded) — also
+  one that ends while its first BeginTurn is under way, once that BeginTurn's answer
+  says it is queued; if storage cannot be reached the ticket expires within one TTL.
   While it waits the call holds no place in its space's STELLO_MAX_CALLS_PER_SPACE
   (`waiting_aside`): waiters would otherwise keep out the very call they wait for
   (the SubmitToolResults of a pending group, the running turn's retry).
@@ -55,6 +56,10 @@ from stello.storage.v1 import storage_pb2
 log = logging.getLogger(__name__)
 
 ENQUEUE = common_pb2.BUSY_POLICY_ENQUEUE
+ANSWER_MARGIN_S = 0.2
+"""How long before the caller's deadline a waiting call gives up (and leaves the line): its
+own DEADLINE_EXCEEDED, which says what happened, is then sent before gRPC ends the call
+at the deadline with its bare "Deadline Exceeded"."""
 
 
 class Changes(Protocol):
@@ -169,7 +174,9 @@ class TurnLine:
         """
         remaining = caller.remaining()
         until, then = "until its deadline", "retry, with a later deadline to wait longer"
-        if remaining is None:
+        if remaining is not None:
+            remaining -= ANSWER_MARGIN_S
+        else:
             remaining = self._max_wait_s - (time.monotonic() - since)
             until = (
                 f"{self._max_wait_s:g} s, the most a call with no deadline waits "

@@ -295,7 +295,9 @@ class TestEnqueue:
         self, make_stack: StackMaker, pool: asyncpg.Pool
     ) -> None:
         """A queued call whose deadline passes while it waits answers DEADLINE_EXCEEDED,
-        leaves the line and writes nothing; the running turn is unaffected."""
+        leaves the line and writes nothing; the running turn is unaffected. The gateway's
+        own answer, saying so, comes before the deadline (it met gRPC's at the deadline,
+        and the client got gRPC's bare "Deadline Exceeded")."""
         slow = Slow()
         stack = await make_stack(slow)
         root = await stack.root()
@@ -308,6 +310,11 @@ class TestEnqueue:
             )
         )
         assert error.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+        assert error.details() == (
+            f"the turn waited in line for session {root.id} until its deadline (busy policy "
+            "ENQUEUE); it left the line and nothing was written: retry, with a later deadline "
+            "to wait longer"
+        )
         await queued(pool, stack, root.id, 0)
         slow.gate.set()
         await asyncio.wait_for(running, 30)
