@@ -48,8 +48,14 @@ from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.turns.lease_keeper import LeaseKeeper
 from agent_gateway.turns.state import Plan
 from stello.common.v1 import common_pb2
-from stello.errors import DeadlineExceeded, NotFound, ResourceExhausted, StelloError
-from stello.reasons import SESSION_NOT_FOUND, TURN_QUEUE_FULL
+from stello.errors import (
+    DeadlineExceeded,
+    FailedPrecondition,
+    NotFound,
+    ResourceExhausted,
+    StelloError,
+)
+from stello.reasons import SESSION_ARCHIVED, SESSION_NOT_FOUND, TURN_QUEUE_FULL
 from stello.serving.space_calls import waiting_aside
 from stello.storage.v1 import storage_pb2
 
@@ -142,6 +148,8 @@ class TurnLine:
                         raise _deleted(plan, exc) from None
                     if not reply.HasField("queued"):
                         left_line = True  # storage took the ticket out with its answer
+                        if not reply.token and not reply.HasField("remembered"):
+                            raise _archived(plan)
                         return reply
                     # Each call ahead must end its turn (an event) before this one
                     # starts: waking sooner would only ask storage in vain.
@@ -257,6 +265,17 @@ def _deleted(plan: Plan, exc: NotFound) -> NotFound:
         "ENQUEUE); nothing of the turn was written",
         reason=SESSION_NOT_FOUND,
         metadata=exc.metadata,
+    )
+
+
+def _archived(plan: Plan) -> FailedPrecondition:
+    """The SESSION_ARCHIVED of a session archived while the turn waited in line (storage
+    answered its state and no lease)."""
+    return FailedPrecondition(
+        f"session {plan.session_id} was archived while the turn waited in line (busy policy "
+        "ENQUEUE); nothing of the turn was written: unarchive it to go on",
+        reason=SESSION_ARCHIVED,
+        metadata={"subject": f"session/{plan.session_id}"},
     )
 
 

@@ -698,7 +698,8 @@ class AgentGatewayServicer:
         while the call waited in line, which the message says; nothing was
         written).
         - FAILED_PRECONDITION, reason SESSION_ARCHIVED: the session is archived
-        (or was archived while the turn ran: nothing of it was written).
+        (or was archived while the turn ran, or while it waited in line:
+        nothing of it was written).
         - ABORTED, reason TURN_IN_PROGRESS: another turn holds the lease
         (including the first call of the same request_id still running), or
         ENQUEUE turns wait for the session (REJECT only).

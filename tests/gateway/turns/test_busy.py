@@ -473,6 +473,34 @@ class TestEnqueue:
         warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
         assert warnings == []
 
+    async def test_an_archive_ends_the_line_saying_so(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A session archived while a turn waits in line ends it FAILED_PRECONDITION
+        SESSION_ARCHIVED saying so (it said "session S is archived", as for a session
+        archived before the call), out of line, nothing of it written."""
+        slow = Slow()
+        stack = await make_stack(slow)
+        root = await stack.root()
+        running = enqueue(stack, root.id, "first")
+        await asyncio.wait_for(slow.started.wait(), 10)
+        waiting = enqueue(stack, root.id, "second")
+        await queued(pool, stack, root.id, 1)
+        await stack.gw.Archive(
+            agent_pb2.ArchiveRequest(space_id=stack.space.sid, session_id=root.id)
+        )
+        slow.gate.set()
+        await rpc_error(asyncio.wait_for(running, 10))
+        error = await rpc_error(asyncio.wait_for(waiting, 10))
+        assert error.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert error_info_reason(error) == "SESSION_ARCHIVED"
+        assert error.details() == (
+            f"session {root.id} was archived while the turn waited in line (busy policy "
+            "ENQUEUE); nothing of the turn was written: unarchive it to go on"
+        )
+        assert await tickets(pool, stack, root.id) == 0
+        assert users(await stack.records(root.id)) == []
+
 
 class TestInterrupt:
     async def test_an_interrupt_on_the_same_gateway_does_not_wait_for_a_renewal(
