@@ -694,9 +694,10 @@ class AgentGatewayServicer:
         STELLO_MAX_RECORD_BYTES, or more than half the model's context window
         in tokens (checked before the lease and the LLM call); an unknown
         `busy` value.
-        - NOT_FOUND: the session is not in the space (ENQUEUE: or was deleted
-        while the call waited in line, which the message says; nothing was
-        written).
+        - NOT_FOUND: the session is not in the space, or was deleted during the
+        turn or (ENQUEUE) while the call waited in line, which the message
+        says; nothing was written. A turn whose session is deleted ends at its
+        next lease renewal, its model call cut short.
         - FAILED_PRECONDITION, reason SESSION_ARCHIVED: the session is archived
         (or was archived while the turn ran, or while it waited in line:
         nothing of it was written).
