@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 NOT_STORED = "interrupted: the turn was not stored (nothing was written; send it again)"
 STORED = "interrupted after the turn was stored"
 FAILED_NOT_STORED = "the turn was not stored (nothing of it was written)"
+NOTHING_WRITTEN = re.compile(r"nothing (of (it|the turn|this turn) )?was (written|stored)")
+"""How the gateway's errors say that nothing of a turn was stored."""
 FAILED_MAYBE_STORED = (
     "the turn may have been stored (its end was not heard): `stello records {session} "
     "--limit 2` shows whether"
@@ -140,6 +143,14 @@ def failed_turn(error: RpcError, session: str, request_id: str | None = None) ->
     return FAILED_NOT_STORED
 
 
+def with_outcome(line: str, outcome: str) -> str:
+    """A failed turn's `line` and whether it was stored (`failed_turn`), unless the
+    gateway's own words already say that nothing of it was written."""
+    if outcome == FAILED_NOT_STORED and NOTHING_WRITTEN.search(line):
+        return line
+    return f"{line}; {outcome}"
+
+
 def end_shown_line(turn: Turn) -> None:
     """End the line a partly shown reply left open, so what follows starts on its own."""
     if not turn.at_line_start:
@@ -188,7 +199,7 @@ async def cmd_send(args: argparse.Namespace) -> int:
                 line = own_deadline_line(
                     "the turn did not end", args.stream_timeout, "--stream-timeout"
                 )
-            raise ClientError(f"{line}; {outcome}") from exc
+            raise ClientError(with_outcome(line, outcome)) from exc
     return 0
 
 

@@ -634,9 +634,9 @@ class TestSessionCommands:
         stdout, stderr = (shown + rest).decode(), err.decode()
         assert process.returncode == 1, stderr
         assert stdout.startswith("echo: word0") and stdout.endswith("\n")
+        # The gateway's words say the turn was not stored: they are not said twice.
         assert stderr == (
-            f"stello: session {root} not found; the turn was not stored (nothing of it was "
-            "written)\n"
+            f"stello: session {root} was deleted during the turn; nothing of the turn was written\n"
         )
 
     async def test_text_from_stdin_loses_only_its_line_end(self, env: dict[str, str]) -> None:

@@ -29,7 +29,7 @@ from stello.errors import (
 from stello_cli.output import format as fmt
 from stello_cli.output.style import PLAIN, Style, ago, display_width, one_line
 from stello_cli.space.retention import action_line
-from stello_cli.turns.talk import failed_turn
+from stello_cli.turns.talk import FAILED_NOT_STORED, failed_turn, with_outcome
 from stello_client import dicts
 from stello_client.errors import SHUT_DOWN, flag_names, rpc_error_line
 from stello_client.exceptions import RpcError
@@ -391,6 +391,18 @@ class TestFailedTurn:
         else:
             assert said.startswith("the turn may have been stored")
             assert f"`stello records {session[:8]} --limit 2`" in said
+
+    def test_the_gateways_words_are_not_said_twice(self) -> None:
+        """A failed turn's line adds that the turn was not stored unless the gateway's
+        sentence already says so ("...; nothing of the turn was written; the turn was not
+        stored (nothing of it was written)")."""
+        said = "session s was deleted during the turn; nothing of the turn was written"
+        assert with_outcome(said, FAILED_NOT_STORED) == said
+        assert with_outcome("session s not found", FAILED_NOT_STORED) == (
+            "session s not found; the turn was not stored (nothing of it was written)"
+        )
+        maybe = "the turn may have been stored (its end was not heard)"
+        assert with_outcome("nothing was written", maybe) == f"nothing was written; {maybe}"
 
     def test_with_the_turns_request_id_it_says_how_to_settle_it(self) -> None:
         """`stello send` (which takes --request-id) says to run it again with its id, not
