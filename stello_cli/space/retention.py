@@ -49,9 +49,9 @@ def policy_line(policy: RetentionPolicy | None) -> str:
         return "no retention policy: nothing expires"
     parts = []
     if policy.HasField("archive_after_days"):
-        parts.append(f"archive subtrees idle {policy.archive_after_days} days")
+        parts.append(f"archive subtrees idle {plural(policy.archive_after_days, 'day')}")
     if policy.HasField("delete_after_days"):
-        parts.append(f"delete subtrees archived {policy.delete_after_days} days")
+        parts.append(f"delete subtrees archived {plural(policy.delete_after_days, 'day')}")
     return "; ".join(parts)
 
 

@@ -28,7 +28,7 @@ from stello.errors import (
 )
 from stello_cli.output import format as fmt
 from stello_cli.output.style import PLAIN, Style, ago, display_width, one_line
-from stello_cli.space.retention import action_line
+from stello_cli.space.retention import action_line, policy_line
 from stello_cli.turns.talk import FAILED_NOT_STORED, failed_turn, with_outcome
 from stello_client import dicts
 from stello_client.errors import SHUT_DOWN, flag_names, rpc_error_line
@@ -435,3 +435,10 @@ class TestRetentionLines:
         )
         action.last_active_at.FromDatetime(datetime(2026, 11, 25, tzinfo=UTC))
         assert action_line(action).endswith(f"(last active 2026-11-25, {said}")
+
+    def test_a_policy_of_one_day_says_day(self) -> None:
+        """`retention set --archive-after 1` answers "idle 1 day" ("1 days" before)."""
+        one = common_pb2.RetentionPolicy(archive_after_days=1, delete_after_days=1)
+        assert policy_line(one) == "archive subtrees idle 1 day; delete subtrees archived 1 day"
+        two = common_pb2.RetentionPolicy(archive_after_days=2, delete_after_days=2)
+        assert policy_line(two) == "archive subtrees idle 2 days; delete subtrees archived 2 days"
