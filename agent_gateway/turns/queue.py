@@ -62,10 +62,12 @@ from stello.storage.v1 import storage_pb2
 log = logging.getLogger(__name__)
 
 ENQUEUE = common_pb2.BUSY_POLICY_ENQUEUE
-ANSWER_MARGIN_S = 0.2
+ANSWER_MARGIN_S = 0.5
 """How long before the caller's deadline a waiting call gives up (and leaves the line): its
 own DEADLINE_EXCEEDED, which says what happened, is then sent before gRPC ends the call
-at the deadline with its bare "Deadline Exceeded"."""
+at the deadline with its bare "Deadline Exceeded". 0.2 s was too little for a `stello send`
+whose gateway shared two busy cores with its storage and the running turn (the CLI's
+EARLY_S counts this margin)."""
 
 
 class Changes(Protocol):

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,13 @@ async def failed(env: dict[str, str], *args: str, code: int = 1, stdin: str | No
     assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
     assert len(done.stderr.splitlines()) == 1, done.stderr
     return done.stderr.rstrip("\n")
+
+
+HOLD_LEASE = """
+UPDATE sessions SET turn_token = $3, turn_expires_at = now() + interval '60 seconds'
+WHERE space_id = $1 AND id = $2
+"""
+"""Another turn's lease on the session, as a running turn holds it."""
 
 
 @pytest.fixture(name="env")
@@ -652,6 +660,25 @@ class TestSessionCommands:
         assert sent == ["hello", "  two\nlines  ", "kept\n"]
         await ok(env, "insight", root, "-", stdin="look\r\n")
         assert (await as_json(env, "show", root))["insight"] == "look"
+
+    async def test_a_send_whose_stream_timeout_passes_in_line_was_not_stored(
+        self, env: dict[str, str], gw: Any, space: TestSpace, pool: asyncpg.Pool
+    ) -> None:
+        """`send --busy enqueue --stream-timeout 1` while another turn holds the session: its
+        time passes while it waits in line, which it leaves writing nothing. The line names
+        the flag and says the turn was not stored (it said "may have been stored", and how
+        to settle it: gRPC's deadline came before the gateway's answer)."""
+        root = (await gw.CreateRoot(agent_pb2.CreateRootRequest(space_id=space.sid))).session.id
+        await pool.execute(HOLD_LEASE, space.id, uuid.UUID(root), uuid.uuid4())  # a turn runs
+        refused = await failed(
+            env, "send", root, "later", "--busy", "enqueue", "--stream-timeout", "1"
+        )
+        assert refused == (
+            "stello: the turn did not end within --stream-timeout 1 s, this command's own "
+            "deadline: give it more time with a larger --stream-timeout; the turn was not "
+            "stored (nothing of it was written)"
+        )
+        assert await as_json(env, "records", root) == []
 
     async def test_retention(self, env: dict[str, str]) -> None:
         """`retention set|show|apply --dry-run|pin`: the policy in a sentence, a dry run's

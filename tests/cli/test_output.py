@@ -392,6 +392,20 @@ class TestFailedTurn:
             assert said.startswith("the turn may have been stored")
             assert f"`stello records {session[:8]} --limit 2`" in said
 
+    def test_a_deadline_the_gateway_answered_saying_nothing_was_written(self) -> None:
+        """An ENQUEUE turn whose --stream-timeout passed while it waited in line: the
+        gateway's DEADLINE_EXCEEDED says it left the line and nothing was written, so the
+        turn was not stored (it said "may have been stored", and how to settle it)."""
+        error = RpcError(
+            "the turn waited in line for session s until its deadline (busy policy ENQUEUE); "
+            "it left the line and nothing was written: retry, with a later deadline to wait "
+            "longer",
+            code=grpc.StatusCode.DEADLINE_EXCEEDED,
+        )
+        assert failed_turn(error, "s", "rid-7") == FAILED_NOT_STORED
+        heard_nothing = RpcError("Deadline Exceeded", code=grpc.StatusCode.DEADLINE_EXCEEDED)
+        assert failed_turn(heard_nothing, "s", "rid-7").startswith("the turn may have been")
+
     def test_the_gateways_words_are_not_said_twice(self) -> None:
         """A failed turn's line adds that the turn was not stored unless the gateway's
         sentence already says so ("...; nothing of the turn was written; the turn was not
