@@ -200,7 +200,6 @@ class TestDeletedMidTurn:
         assert [r.levelno for r in released] == [logging.INFO]
         assert "was deleted" in released[0].getMessage()
 
-
     @pytest.mark.parametrize("streamed", [False, True], ids=["send", "stream"])
     async def test_a_delete_cuts_the_model_call_short(
         self, streamed: bool, make_stack: StackMaker
