@@ -400,6 +400,39 @@ class TestEnqueue:
         stored = await stack.records(root.id)
         assert roles(stored) == ["user", "assistant", "tool", "assistant", "user", "assistant"]
 
+    async def test_a_queued_submit_whose_calls_were_answered_says_so(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A second SubmitToolResults for the same pending calls, queued behind the first,
+        finds them answered once it runs: FAILED_PRECONDITION NO_PENDING_TOOL_CALLS saying
+        how a session comes to have none (it said only "has no pending tool calls to
+        answer"), and nothing of it is stored."""
+        gate = asyncio.Event()
+        spy = SpyProvider(gate=gate).then(answer("", tool_call("lookup", "c1")), answer("done"))
+        stack = await make_stack(spy)
+        root = await stack.root()
+        turn = asyncio.ensure_future(
+            send(stack, root.id, "look it up", tools=[tool_definition("lookup")])
+        )
+        gate.set()
+        await asyncio.wait_for(turn, 10)
+        gate.clear()
+        first = asyncio.ensure_future(submit(stack, root.id, ("c1", "42"), busy=ENQUEUE))
+        await wait_for(lambda: len(spy.calls) == 2)
+        second = asyncio.ensure_future(submit(stack, root.id, ("c1", "43"), busy=ENQUEUE))
+        await queued(pool, stack, root.id, 1)
+        gate.set()
+        await asyncio.wait_for(first, 10)
+        error = await rpc_error(asyncio.wait_for(second, 10))
+        assert error.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert error_info_reason(error) == "NO_PENDING_TOOL_CALLS"
+        assert error.details() == (
+            f"session {root.id} has no pending tool calls to answer: its last turn asked for "
+            "none, or they were answered since (by another SubmitToolResults) or dropped (by "
+            "a Send); nothing was written"
+        )
+        assert roles(await stack.records(root.id)) == ["user", "assistant", "tool", "assistant"]
+
     async def test_a_retried_request_id_answers_the_first_turn(
         self, make_stack: StackMaker, pool: asyncpg.Pool
     ) -> None:
