@@ -224,11 +224,19 @@ def int64(text: str) -> int:
     return _whole(text, MAX_INT64)
 
 
-def _whole(text: str, most: int) -> int:
+def whole(text: str) -> int:
+    """An argparse type: a whole number of any size, for a flag whose command checks its
+    range in its own words, tighter than the wire's (`retention set --archive-after`)."""
+    return _whole(text, None)
+
+
+def _whole(text: str, most: int | None) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if most is None:
+        return value
     if value > most:
         raise argparse.ArgumentTypeError(f"expected a whole number up to {most}, got {text!r}")
     if value < -most - 1:

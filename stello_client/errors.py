@@ -77,6 +77,7 @@ REASON_HINTS: dict[str, str] = {
     "SEARCH_TOO_BROAD": "narrow it with --session or --root, or more words",
     "PROFILE_NOT_FOUND": "`stello profiles` lists them",
     "TURN_IN_PROGRESS": "another turn is running: wait for it, or pass --busy",
+    "TURN_QUEUE_FULL": "pass --busy interrupt",
 }
 # How gRPC words a connection that failed on the client's side (no server answered).
 _TRANSPORT_WORDS = re.compile(

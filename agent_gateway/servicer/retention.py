@@ -15,19 +15,17 @@ from stello import validation
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
+from stello.retention_days import days_problem
 
 if TYPE_CHECKING:
     from agent_gateway.servicer.callers import Context
 
-MAX_DAYS = 36_500
-
 
 def _check_policy(policy: common_pb2.RetentionPolicy, v: Violations) -> None:
     for name in ("archive_after_days", "delete_after_days"):
-        if policy.HasField(name) and not 1 <= getattr(policy, name) <= MAX_DAYS:
-            v.add(
-                f"policy.{name}", f"must be within 1..{MAX_DAYS} days, got {getattr(policy, name)}"
-            )
+        problem = days_problem(getattr(policy, name)) if policy.HasField(name) else None
+        if problem is not None:
+            v.add(f"policy.{name}", problem)
 
 
 class RetentionRpcs:

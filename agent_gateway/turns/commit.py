@@ -47,12 +47,14 @@ from uuid import UUID
 
 from agent_gateway.clients import Caller, RequestKey, StorageClient, remember_op
 from agent_gateway.history.context import Summary
+from agent_gateway.turns.lease_keeper import deleted_during_turn
 from agent_gateway.turns.state import Plan, Turn
 from stello.agent.v1 import agent_pb2
 from stello.db.tasks import to_the_end
 from stello.errors import (
     Aborted,
     FailedPrecondition,
+    NotFound,
     StelloError,
     Unavailable,
 )
@@ -148,6 +150,8 @@ class TurnCommitter:
                 if "insight_unchanged" in failed:
                     consume = False  # a new insight was put meanwhile: it survives
                 continue
+            except NotFound as exc:
+                raise deleted_during_turn(plan.session_id, exc) from exc
             except StelloError as exc:
                 if exc.maybe_applied:
                     raise _outcome_unknown(plan) from exc

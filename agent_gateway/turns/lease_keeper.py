@@ -50,7 +50,7 @@ from agent_gateway.background.jobs import DONE, JobKind, Outcome, Run
 from agent_gateway.background.runner import BackgroundRunner
 from agent_gateway.clients import Caller, StorageClient
 from stello.errors import Aborted, DeadlineExceeded, NotFound, StelloError, Unavailable
-from stello.reasons import CONCURRENT_MODIFICATION, TURN_INTERRUPTED
+from stello.reasons import CONCURRENT_MODIFICATION, SESSION_NOT_FOUND, TURN_INTERRUPTED
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -173,6 +173,19 @@ def turn_interrupted(session_id: uuid.UUID) -> Aborted:
         f"another turn took session {session_id} over (busy policy interrupt or rollback); "
         "nothing of this turn was stored",
         reason=TURN_INTERRUPTED,
+    )
+
+
+def deleted_during_turn(session_id: uuid.UUID, exc: NotFound) -> NotFound:
+    """The NOT_FOUND of a turn whose session was deleted while it ran (the session was there
+    when it took the lease: "not found" alone reads as a wrong id); another NOT_FOUND (the
+    space's) as it is."""
+    if exc.reason != SESSION_NOT_FOUND:
+        return exc
+    return NotFound(
+        f"session {session_id} was deleted during the turn; nothing of the turn was written",
+        reason=SESSION_NOT_FOUND,
+        metadata=exc.metadata,
     )
 
 
@@ -300,11 +313,13 @@ class LeaseKeeper:
                 )
             except NotFound as exc:
                 # The user deleted the session (or its space) during the turn: an outcome,
-                # not a fault; the turn's commit answers NOT_FOUND.
+                # not a fault. Nothing of the turn can be stored: it ends now, its model
+                # call cut short.
                 log.info(
                     "no turn lease of %s to renew: %s (deleted during the turn)", session_id, exc
                 )
-                continue
+                lease.lose(deleted_during_turn(session_id, exc))
+                return
             except StelloError as exc:
                 # Tried again at the next tick: a late renewal still keeps a lease
                 # no other turn took meanwhile.

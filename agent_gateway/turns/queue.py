@@ -15,13 +15,14 @@ it holds across gateways:
   must end a turn first: so a handover wakes about one waiter, not the whole
   line), and at least every third of the lease TTL, until it gets the lease.
   It waits within the caller's deadline (with none, at most
-  STELLO_GATEWAY_TURN_MAX_S, which the error names): past it DEADLINE_EXCEEDED. A call that ends
-  while it waits (cancelled, past its deadline, failed) takes its ticket out of
-  line before it answers (LeaveTurnQueue, shielded; before it leaves the space's
-  poller, whose stop may wait for a read to end) — also one that ends while
-  its first BeginTurn is under way, once that BeginTurn's answer says it is
-  queued; if storage cannot be reached the ticket expires within one TTL. A
-  call that got the lease and ends while it leaves the poller gives the lease back.
+  STELLO_GATEWAY_TURN_MAX_S, which the error names): past it DEADLINE_EXCEEDED (sent
+  ANSWER_MARGIN_S before the caller's deadline, so that gRPC's bare one does not come
+  first). A call that ends while it waits (cancelled, past its deadline, failed)
+  takes its ticket out of line before it answers (LeaveTurnQueue, shielded; before it
+  leaves the space's poller, whose stop may wait for a read to end) — also one that
+  ends while its first BeginTurn is under way, once that BeginTurn's answer says it is
+  queued; if storage cannot be reached the ticket expires within one TTL. A call that
+  got the lease and ends while it leaves the poller gives the lease back.
   While it waits the call holds no place in its space's STELLO_MAX_CALLS_PER_SPACE
   (`waiting_aside`): waiters would otherwise keep out the very call they wait for
   (the SubmitToolResults of a pending group, the running turn's retry).
@@ -49,13 +50,26 @@ from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.turns.lease_keeper import LeaseKeeper
 from agent_gateway.turns.state import Plan
 from stello.common.v1 import common_pb2
-from stello.errors import DeadlineExceeded, NotFound, StelloError
+from stello.errors import (
+    DeadlineExceeded,
+    FailedPrecondition,
+    NotFound,
+    ResourceExhausted,
+    StelloError,
+)
+from stello.reasons import SESSION_ARCHIVED, SESSION_NOT_FOUND, TURN_QUEUE_FULL
 from stello.serving.space_calls import waiting_aside
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
 
 ENQUEUE = common_pb2.BUSY_POLICY_ENQUEUE
+ANSWER_MARGIN_S = 0.5
+"""How long before the caller's deadline a waiting call gives up (and leaves the line): its
+own DEADLINE_EXCEEDED, which says what happened, is then sent before gRPC ends the call
+at the deadline with its bare "Deadline Exceeded". 0.2 s was too little for a `stello send`
+whose gateway shared two busy cores with its storage and the running turn (the CLI's
+EARLY_S counts this margin)."""
 
 
 class Changes(Protocol):
@@ -104,7 +118,12 @@ class TurnLine:
             return reply
         request.waiter = str(uuid.uuid4())
         request.max_waiters = self._max_waiters
-        reply = await self._begin(caller, plan, request)
+        try:
+            reply = await self._begin(caller, plan, request)
+        except ResourceExhausted as exc:
+            if exc.reason != TURN_QUEUE_FULL:
+                raise
+            raise self._full(plan, exc) from None
         if not reply.HasField("queued"):
             return reply
         with waiting_aside():  # it only waits: the space's other calls may have its place
@@ -127,9 +146,16 @@ class TurnLine:
                 try:
                     await changes.ready(every)
                     while True:
-                        reply = await self._begin(caller, plan, request)
+                        try:
+                            reply = await self._begin(caller, plan, request)
+                        except NotFound as exc:
+                            if exc.reason != SESSION_NOT_FOUND:
+                                raise
+                            raise _deleted(plan, exc) from None
                         if not reply.HasField("queued"):
                             left_line = True  # storage took the ticket out with its answer
+                            if not reply.token and not reply.HasField("remembered"):
+                                raise _archived(plan)
                             granted = reply
                             break
                         # Each call ahead must end its turn (an event) before this one
@@ -166,6 +192,20 @@ class TurnLine:
         """`_leave`, to its end even if the call is cancelled meanwhile."""
         await _settled(asyncio.ensure_future(self._leave(caller, plan, waiter)))
 
+    def _full(self, plan: Plan, exc: ResourceExhausted) -> ResourceExhausted:
+        """Storage's TURN_QUEUE_FULL in the gateway's words: storage knows how many wait
+        (metadata `waiting`), the gateway which of its settings set the cap."""
+        count = exc.metadata.get("waiting") or str(self._max_waiters)
+        waiting = "1 turn already waits" if count == "1" else f"{count} turns already wait"
+        return ResourceExhausted(
+            f"{waiting} in line for session {plan.session_id} (busy policy enqueue), the most "
+            f"this gateway lets wait (STELLO_GATEWAY_TURN_QUEUE_MAX={self._max_waiters}); "
+            "nothing was written: retry later, or set busy to interrupt (stop the "
+            "running turn and run this one)",
+            reason=TURN_QUEUE_FULL,
+            metadata=exc.metadata,
+        )
+
     def _left(self, caller: Caller, plan: Plan, since: float) -> float:
         """Seconds the call may still wait.
 
@@ -174,7 +214,9 @@ class TurnLine:
         """
         remaining = caller.remaining()
         until, then = "until its deadline", "retry, with a later deadline to wait longer"
-        if remaining is None:
+        if remaining is not None:
+            remaining -= ANSWER_MARGIN_S
+        else:
             remaining = self._max_wait_s - (time.monotonic() - since)
             until = (
                 f"{self._max_wait_s:g} s, the most a call with no deadline waits "
@@ -245,6 +287,28 @@ class TurnLine:
 
         begin.add_done_callback(undo)
         await _settled(settled)
+
+
+def _deleted(plan: Plan, exc: NotFound) -> NotFound:
+    """The NOT_FOUND of a session deleted while the turn waited in line: the session was
+    there when the turn took its place, so "not found" alone reads as a wrong id."""
+    return NotFound(
+        f"session {plan.session_id} was deleted while the turn waited in line (busy policy "
+        "enqueue); nothing of the turn was written",
+        reason=SESSION_NOT_FOUND,
+        metadata=exc.metadata,
+    )
+
+
+def _archived(plan: Plan) -> FailedPrecondition:
+    """The SESSION_ARCHIVED of a session archived while the turn waited in line (storage
+    answered its state and no lease)."""
+    return FailedPrecondition(
+        f"session {plan.session_id} was archived while the turn waited in line (busy policy "
+        "enqueue); nothing of the turn was written: unarchive it to go on",
+        reason=SESSION_ARCHIVED,
+        metadata={"subject": f"session/{plan.session_id}"},
+    )
 
 
 def _unbounded(caller: Caller) -> Caller:

@@ -215,7 +215,9 @@ class SubmitPlan:
         pending = pending_tool_calls(history)
         if not pending:
             raise FailedPrecondition(
-                f"session {self.session_id} has no pending tool calls to answer",
+                f"session {self.session_id} has no pending tool calls to answer: its last "
+                "turn asked for none, or they were answered since (by another "
+                "SubmitToolResults) or dropped (by a Send); nothing was written",
                 reason=NO_PENDING_TOOL_CALLS,
                 metadata={"subject": f"session/{self.session_id}"},
             )

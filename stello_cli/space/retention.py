@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf import json_format
 
 from stello.common.v1 import common_pb2
+from stello.retention_days import days_problem
 from stello_cli.gateway import gateway, session_id
 from stello_cli.output.style import one_line, plural, short_id, write
-from stello_cli.parser import Commands, int32, session_argument
+from stello_cli.parser import Commands, session_argument, whole
 from stello_client import dicts
 from stello_client.errors import ClientError, UsageError
 
@@ -48,9 +49,9 @@ def policy_line(policy: RetentionPolicy | None) -> str:
         return "no retention policy: nothing expires"
     parts = []
     if policy.HasField("archive_after_days"):
-        parts.append(f"archive subtrees idle {policy.archive_after_days} days")
+        parts.append(f"archive subtrees idle {plural(policy.archive_after_days, 'day')}")
     if policy.HasField("delete_after_days"):
-        parts.append(f"delete subtrees archived {policy.delete_after_days} days")
+        parts.append(f"delete subtrees archived {plural(policy.delete_after_days, 'day')}")
     return "; ".join(parts)
 
 
@@ -90,6 +91,13 @@ async def cmd_set(args: argparse.Namespace) -> int:
             "--none: not with --archive-after or --delete-after (it sets no policy: give it "
             "alone, or the steps without it)"
         )
+    for flag, days in (
+        ("--archive-after", args.archive_after),
+        ("--delete-after", args.delete_after),
+    ):
+        problem = None if days is None else days_problem(days)
+        if problem is not None:  # the gateway's words, also for a number no int32 carries
+            raise UsageError(f"{flag}: {problem}")
     async with gateway(args) as client:
         policy = await client.put_retention(
             archive_after_days=args.archive_after, delete_after_days=args.delete_after
@@ -159,9 +167,9 @@ def register(commands: Commands) -> None:
             "policy.delete_after_days": "--delete-after",
         },
     )
-    put.add_argument("--archive-after", type=int32, metavar="DAYS", help="archive after DAYS idle")
+    put.add_argument("--archive-after", type=whole, metavar="DAYS", help="archive after DAYS idle")
     put.add_argument(
-        "--delete-after", type=int32, metavar="DAYS", help="delete DAYS after archiving"
+        "--delete-after", type=whole, metavar="DAYS", help="delete DAYS after archiving"
     )
     put.add_argument("--none", action="store_true", help="no policy: nothing expires")
     apply = commands.client(

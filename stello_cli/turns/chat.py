@@ -47,6 +47,7 @@ from stello_cli.turns.talk import (
     failed_turn,
     newest_records,
     stream_turn,
+    with_outcome,
 )
 from stello_client.credentials import credentials_path
 from stello_client.errors import ClientError, UsageError
@@ -335,7 +336,7 @@ class Chat:
                 line = self.failed_line(err, self.flags)
                 if state.shown:
                     end_shown_line(state)
-                    line = f"{line}; {failed_turn(err, self.session_id)}"
+                    line = with_outcome(line, failed_turn(err, self.session_id))
                 self.say(line)
 
 

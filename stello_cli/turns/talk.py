@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 NOT_STORED = "interrupted: the turn was not stored (nothing was written; send it again)"
 STORED = "interrupted after the turn was stored"
 FAILED_NOT_STORED = "the turn was not stored (nothing of it was written)"
+NOTHING_WRITTEN = re.compile(r"nothing (of (it|the turn|this turn) )?was (written|stored)")
+"""How the gateway's errors say that nothing of a turn was stored."""
 FAILED_MAYBE_STORED = (
     "the turn may have been stored (its end was not heard): `stello records {session} "
     "--limit 2` shows whether"
@@ -47,6 +50,9 @@ RETRY_TO_SETTLE = (
     "--request-id {request_id} answers it if it was, else runs it once"
 )
 MAX_PAGE = 1000  # the gateway's largest ListRecords limit
+EARLY_S = 1.0
+"""How long before the call's deadline the gateway may answer DEADLINE_EXCEEDED for it: a
+turn waiting in line gives up ANSWER_MARGIN_S (0.5 s) early (agent_gateway.turns.queue)."""
 
 
 @dataclass(slots=True)
@@ -123,12 +129,15 @@ def failed_turn(error: RpcError, session: str, request_id: str | None = None) ->
     """Whether a turn whose stream failed is stored, as its error tells: an error the
     gateway answered wrote nothing, except OUTCOME_UNKNOWN; a lost connection, a cancel
     or a deadline may have come once the commit was sent (then a retry with the turn's
-    `request_id` settles it, when the command takes one; else its records tell)."""
+    `request_id` settles it, when the command takes one; else its records tell), unless
+    the gateway's words say nothing was written (a deadline that passed in line)."""
     import grpc
 
     from stello import reasons
 
     unheard = (grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED)
+    if error.reason != reasons.OUTCOME_UNKNOWN and NOTHING_WRITTEN.search(error.details):
+        return FAILED_NOT_STORED  # the gateway answered, saying so (a turn left its line)
     if (
         error.reason == reasons.OUTCOME_UNKNOWN
         or error.code in unheard
@@ -138,6 +147,14 @@ def failed_turn(error: RpcError, session: str, request_id: str | None = None) ->
             return RETRY_TO_SETTLE.format(request_id=request_id)
         return FAILED_MAYBE_STORED.format(session=short_id(session))
     return FAILED_NOT_STORED
+
+
+def with_outcome(line: str, outcome: str) -> str:
+    """A failed turn's `line` and whether it was stored (`failed_turn`), unless the
+    gateway's own words already say that nothing of it was written."""
+    if outcome == FAILED_NOT_STORED and NOTHING_WRITTEN.search(line):
+        return line
+    return f"{line}; {outcome}"
 
 
 def end_shown_line(turn: Turn) -> None:
@@ -176,32 +193,35 @@ async def cmd_send(args: argparse.Namespace) -> int:
             raise
         except RpcError as exc:
             outcome = failed_turn(exc, session, request_id)
-            if not turn.shown and outcome == FAILED_NOT_STORED:
+            # Only the command's own deadline (in gRPC's words, or the gateway's once it had
+            # passed: a call that came too late): a bound of the gateway's keeps its words.
+            own = _own_deadline(exc, args.stream_timeout, time.monotonic() - began)
+            if not turn.shown and outcome == FAILED_NOT_STORED and not own:
                 raise
             end_shown_line(turn)
             if exc.reason == reasons.OUTCOME_UNKNOWN:  # the gateway's words say it again
                 raise ClientError(outcome) from exc
             line = rpc_error_line(exc, client.gateway, args.flags)
-            # Only the command's own deadline (in gRPC's words, or the gateway's once it had
-            # passed: a call that came too late): a bound of the gateway's keeps its words.
-            if _own_deadline(exc, args.stream_timeout, time.monotonic() - began):
+            if own:
                 line = own_deadline_line(
                     "the turn did not end", args.stream_timeout, "--stream-timeout"
                 )
-            raise ClientError(f"{line}; {outcome}") from exc
+            raise ClientError(with_outcome(line, outcome)) from exc
     return 0
 
 
 def _own_deadline(exc: RpcError, timeout_s: float | None, waited_s: float) -> bool:
     """Whether a failed turn ran out of the command's own `timeout_s` (--stream-timeout): the
     SDK saw it pass (`timeout_s` on the error), or the gateway answered DEADLINE_EXCEEDED in
-    its own words once it had passed (`waited_s`: the call began too late for it)."""
+    its own words once it had passed (`waited_s`: the call began too late for it), or just
+    before (a wait in the session's line ends EARLY_S before the deadline, so that the
+    gateway's answer comes before gRPC's)."""
     if timeout_s is None:
         return False
     if getattr(exc, "timeout_s", None) is not None:
         return True
     # by name: `stello --help` and `--version` import no grpc (tests/cli/test_startup.py)
-    return exc.code.name == "DEADLINE_EXCEEDED" and waited_s >= timeout_s
+    return exc.code.name == "DEADLINE_EXCEEDED" and waited_s >= timeout_s - EARLY_S
 
 
 async def all_records(client: AsyncClient, session: str) -> list[Record]:

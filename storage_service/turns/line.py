@@ -40,7 +40,8 @@ async def wait_or_start(
     (its ticket made or renewed for `ttl_s`).
 
     Raises:
-        ResourceExhausted: reason TURN_QUEUE_FULL; a new ticket would pass the cap.
+        ResourceExhausted: reason TURN_QUEUE_FULL, metadata `waiting` (the live tickets);
+            a new ticket would pass the cap.
     """
     assert busy.waiter is not None and locked.now is not None
     now = locked.now
@@ -69,6 +70,7 @@ async def wait_or_start(
             f"{waiting} for session {session_id}, the most allowed "
             f"({busy.max_waiters}); nothing was written: retry later",
             reason=TURN_QUEUE_FULL,
+            metadata={"session_id": str(session_id), "waiting": str(len(line))},
         )
     number = max((t.ticket for t in tickets), default=0) + 1
     await uow.waiters.add(

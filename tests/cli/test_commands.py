@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,13 @@ async def failed(env: dict[str, str], *args: str, code: int = 1, stdin: str | No
     assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
     assert len(done.stderr.splitlines()) == 1, done.stderr
     return done.stderr.rstrip("\n")
+
+
+HOLD_LEASE = """
+UPDATE sessions SET turn_token = $3, turn_expires_at = now() + interval '60 seconds'
+WHERE space_id = $1 AND id = $2
+"""
+"""Another turn's lease on the session, as a running turn holds it."""
 
 
 @pytest.fixture(name="env")
@@ -634,9 +642,9 @@ class TestSessionCommands:
         stdout, stderr = (shown + rest).decode(), err.decode()
         assert process.returncode == 1, stderr
         assert stdout.startswith("echo: word0") and stdout.endswith("\n")
+        # The gateway's words say the turn was not stored: they are not said twice.
         assert stderr == (
-            f"stello: session {root} not found; the turn was not stored (nothing of it was "
-            "written)\n"
+            f"stello: session {root} was deleted during the turn; nothing of the turn was written\n"
         )
 
     async def test_text_from_stdin_loses_only_its_line_end(self, env: dict[str, str]) -> None:
@@ -652,6 +660,25 @@ class TestSessionCommands:
         assert sent == ["hello", "  two\nlines  ", "kept\n"]
         await ok(env, "insight", root, "-", stdin="look\r\n")
         assert (await as_json(env, "show", root))["insight"] == "look"
+
+    async def test_a_send_whose_stream_timeout_passes_in_line_was_not_stored(
+        self, env: dict[str, str], gw: Any, space: TestSpace, pool: asyncpg.Pool
+    ) -> None:
+        """`send --busy enqueue --stream-timeout 1` while another turn holds the session: its
+        time passes while it waits in line, which it leaves writing nothing. The line names
+        the flag and says the turn was not stored (it said "may have been stored", and how
+        to settle it: gRPC's deadline came before the gateway's answer)."""
+        root = (await gw.CreateRoot(agent_pb2.CreateRootRequest(space_id=space.sid))).session.id
+        await pool.execute(HOLD_LEASE, space.id, uuid.UUID(root), uuid.uuid4())  # a turn runs
+        refused = await failed(
+            env, "send", root, "later", "--busy", "enqueue", "--stream-timeout", "1"
+        )
+        assert refused == (
+            "stello: the turn did not end within --stream-timeout 1 s, this command's own "
+            "deadline: give it more time with a larger --stream-timeout; the turn was not "
+            "stored (nothing of it was written)"
+        )
+        assert await as_json(env, "records", root) == []
 
     async def test_retention(self, env: dict[str, str]) -> None:
         """`retention set|show|apply --dry-run|pin`: the policy in a sentence, a dry run's
@@ -695,6 +722,19 @@ class TestSessionCommands:
         )
         assert await failed(env, "retention", "apply") == never
         assert await failed(env, "retention", "apply", "--dry-run") == never
+
+    async def test_retention_days_past_the_most_name_the_flag(self, env: dict[str, str]) -> None:
+        """A number of days past what a step takes is one flag error, in days, whether the
+        gateway would refuse it or no int32 field could carry it (before: "argument
+        --archive-after: expected a whole number up to 2147483647", the wire's bound)."""
+        for flag in ("--archive-after", "--delete-after"):
+            for value in ("40000", "99999999999", "0", "-3000000000"):
+                refused = await failed(env, "retention", "set", flag, value, code=2)
+                assert refused == (
+                    f"stello retention set: {flag}: must be within 1..36500 days, got {value} "
+                    "(see `stello retention set --help`)"
+                )
+        assert await ok(env, "retention", "show") == "no retention policy: nothing expires\n"
 
 
 class TestOutput:

@@ -20,6 +20,7 @@ from stello.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    ResourceExhausted,
     StelloError,
     Unavailable,
     Violations,
@@ -27,8 +28,8 @@ from stello.errors import (
 )
 from stello_cli.output import format as fmt
 from stello_cli.output.style import PLAIN, Style, ago, display_width, one_line
-from stello_cli.space.retention import action_line
-from stello_cli.turns.talk import failed_turn
+from stello_cli.space.retention import action_line, policy_line
+from stello_cli.turns.talk import FAILED_NOT_STORED, failed_turn, with_outcome
 from stello_client import dicts
 from stello_client.errors import SHUT_DOWN, flag_names, rpc_error_line
 from stello_client.exceptions import RpcError
@@ -260,6 +261,21 @@ class TestErrorsAsFlags:
             "fork profile 'x' is not configured (known: a, b; `stello profiles` lists them)"
         )
 
+    def test_a_full_line_says_which_flag_interrupts(self) -> None:
+        """A full ENQUEUE line's message names the request's busy policy; the command line
+        adds its flag's words for it (it said nothing a `stello send` user could type)."""
+        error = rpc_error(
+            ResourceExhausted(
+                "2 turns already wait in line for session s (busy policy enqueue), ...: retry "
+                "later, or set busy to interrupt (stop the running turn and run "
+                "this one)",
+                reason="TURN_QUEUE_FULL",
+            )
+        )
+        assert rpc_error_line(error).endswith(
+            "(stop the running turn and run this one; pass --busy interrupt)"
+        )
+
     def test_plain_words_stay_words(self) -> None:
         """Free text keeps English words that are also field names ("context", "profile")."""
         error = rpc_error(
@@ -376,6 +392,32 @@ class TestFailedTurn:
             assert said.startswith("the turn may have been stored")
             assert f"`stello records {session[:8]} --limit 2`" in said
 
+    def test_a_deadline_the_gateway_answered_saying_nothing_was_written(self) -> None:
+        """An ENQUEUE turn whose --stream-timeout passed while it waited in line: the
+        gateway's DEADLINE_EXCEEDED says it left the line and nothing was written, so the
+        turn was not stored (it said "may have been stored", and how to settle it)."""
+        error = RpcError(
+            "the turn waited in line for session s until its deadline (busy policy enqueue); "
+            "it left the line and nothing was written: retry, with a later deadline to wait "
+            "longer",
+            code=grpc.StatusCode.DEADLINE_EXCEEDED,
+        )
+        assert failed_turn(error, "s", "rid-7") == FAILED_NOT_STORED
+        heard_nothing = RpcError("Deadline Exceeded", code=grpc.StatusCode.DEADLINE_EXCEEDED)
+        assert failed_turn(heard_nothing, "s", "rid-7").startswith("the turn may have been")
+
+    def test_the_gateways_words_are_not_said_twice(self) -> None:
+        """A failed turn's line adds that the turn was not stored unless the gateway's
+        sentence already says so ("...; nothing of the turn was written; the turn was not
+        stored (nothing of it was written)")."""
+        said = "session s was deleted during the turn; nothing of the turn was written"
+        assert with_outcome(said, FAILED_NOT_STORED) == said
+        assert with_outcome("session s not found", FAILED_NOT_STORED) == (
+            "session s not found; the turn was not stored (nothing of it was written)"
+        )
+        maybe = "the turn may have been stored (its end was not heard)"
+        assert with_outcome("nothing was written", maybe) == f"nothing was written; {maybe}"
+
     def test_with_the_turns_request_id_it_says_how_to_settle_it(self) -> None:
         """`stello send` (which takes --request-id) says to run it again with its id, not
         to read the records."""
@@ -407,3 +449,10 @@ class TestRetentionLines:
         )
         action.last_active_at.FromDatetime(datetime(2026, 11, 25, tzinfo=UTC))
         assert action_line(action).endswith(f"(last active 2026-11-25, {said}")
+
+    def test_a_policy_of_one_day_says_day(self) -> None:
+        """`retention set --archive-after 1` answers "idle 1 day" ("1 days" before)."""
+        one = common_pb2.RetentionPolicy(archive_after_days=1, delete_after_days=1)
+        assert policy_line(one) == "archive subtrees idle 1 day; delete subtrees archived 1 day"
+        two = common_pb2.RetentionPolicy(archive_after_days=2, delete_after_days=2)
+        assert policy_line(two) == "archive subtrees idle 2 days; delete subtrees archived 2 days"

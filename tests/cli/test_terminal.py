@@ -222,7 +222,7 @@ class TestChat:
             child.expect_exact("echo: word0")
             asyncio.run_coroutine_threadsafe(delete(suite, space, root), loop).result(30)
             child.expect_exact("word39\r\nstello: session ")
-            child.expect_exact("not found; the turn was not stored (nothing of it was written)")
+            child.expect_exact("was deleted during the turn; nothing of the turn was written\r\n")
             child.expect_exact("Doomed>")
             child.sendline("/quit")
             ended(child)

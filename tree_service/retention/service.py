@@ -37,6 +37,7 @@ from stello.db.pool import in_transaction
 from stello.errors import FailedPrecondition, session_not_found
 from stello.events import Event, Outbox
 from stello.reasons import NO_RETENTION_POLICY
+from stello.retention_days import MAX_DAYS
 from tree_service.retention.repository import (
     Cursor,
     LockedPolicy,
@@ -49,7 +50,6 @@ from tree_service.unit import TreeTx
 log = logging.getLogger(__name__)
 
 Kind = Literal["archive", "delete"]
-MAX_DAYS = 36_500
 DRY_RUN_PAGE = 100
 
 

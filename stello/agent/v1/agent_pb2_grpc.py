@@ -694,9 +694,13 @@ class AgentGatewayServicer:
         STELLO_MAX_RECORD_BYTES, or more than half the model's context window
         in tokens (checked before the lease and the LLM call); an unknown
         `busy` value.
-        - NOT_FOUND: the session is not in the space.
+        - NOT_FOUND: the session is not in the space, or was deleted during the
+        turn or (ENQUEUE) while the call waited in line, which the message
+        says; nothing was written. A turn whose session is deleted ends at its
+        next lease renewal, its model call cut short.
         - FAILED_PRECONDITION, reason SESSION_ARCHIVED: the session is archived
-        (or was archived while the turn ran: nothing of it was written).
+        (or was archived while the turn ran, or while it waited in line:
+        nothing of it was written).
         - ABORTED, reason TURN_IN_PROGRESS: another turn holds the lease
         (including the first call of the same request_id still running), or
         ENQUEUE turns wait for the session (REJECT only).
@@ -704,7 +708,8 @@ class AgentGatewayServicer:
         the session over while this one ran; nothing of this turn was written.
         - RESOURCE_EXHAUSTED, reason TURN_QUEUE_FULL: ENQUEUE, and
         STELLO_GATEWAY_TURN_QUEUE_MAX calls already wait for the session;
-        nothing was written.
+        nothing was written. The message names the setting and how many wait
+        (ErrorInfo metadata `waiting`).
         - DEADLINE_EXCEEDED: ENQUEUE, and the deadline (with none,
         STELLO_GATEWAY_TURN_MAX_S) passed while the call waited in line; it
         left the line and nothing was written.

@@ -956,7 +956,8 @@ class SessionStorageServicer:
         answered by the tool records after it). Otherwise the ticket is
         made (at the back) or renewed for `ttl_s` and `queued` answers the
         place; nothing else is answered. A new ticket past `max_waiters`
-        live ones is RESOURCE_EXHAUSTED, reason TURN_QUEUE_FULL. A remembered
+        live ones is RESOURCE_EXHAUSTED, reason TURN_QUEUE_FULL (ErrorInfo
+        metadata `waiting`: how many live tickets there are). A remembered
         entry (step 1) or an archived session (step 3) removes the ticket.
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, a

@@ -407,7 +407,9 @@ class TestEnqueue:
         self, make_stack: StackMaker, pool: asyncpg.Pool
     ) -> None:
         """A queued call whose deadline passes while it waits answers DEADLINE_EXCEEDED,
-        leaves the line and writes nothing; the running turn is unaffected."""
+        leaves the line and writes nothing; the running turn is unaffected. The gateway's
+        own answer, saying so, comes before the deadline (it met gRPC's at the deadline,
+        and the client got gRPC's bare "Deadline Exceeded")."""
         slow = Slow()
         stack = await make_stack(slow)
         root = await stack.root()
@@ -420,6 +422,11 @@ class TestEnqueue:
             )
         )
         assert error.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+        assert error.details() == (
+            f"the turn waited in line for session {root.id} until its deadline (busy policy "
+            "enqueue); it left the line and nothing was written: retry, with a later deadline "
+            "to wait longer"
+        )
         await queued(pool, stack, root.id, 0)
         slow.gate.set()
         await asyncio.wait_for(running, 30)
@@ -475,7 +482,13 @@ class TestEnqueue:
         error = await rpc_error(send(stack, root.id, "one too many", busy=ENQUEUE))
         assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
         assert error_info_reason(error) == "TURN_QUEUE_FULL"
-        assert "(2)" in (error.details() or "")
+        # What sets the line's length is named (it said "the most allowed (2)").
+        assert error.details() == (
+            f"2 turns already wait in line for session {root.id} (busy policy enqueue), the "
+            "most this gateway lets wait (STELLO_GATEWAY_TURN_QUEUE_MAX=2); nothing was "
+            "written: retry later, or set busy to interrupt (stop the running "
+            "turn and run this one)"
+        )
         slow.gate.set()
         await asyncio.wait_for(asyncio.gather(*calls), 30)
         assert users(await stack.records(root.id)) == ["m0", "m1", "m2"]
@@ -499,6 +512,39 @@ class TestEnqueue:
         assert reply.assistant.content == "echo: and then?"
         stored = await stack.records(root.id)
         assert roles(stored) == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+
+    async def test_a_queued_submit_whose_calls_were_answered_says_so(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A second SubmitToolResults for the same pending calls, queued behind the first,
+        finds them answered once it runs: FAILED_PRECONDITION NO_PENDING_TOOL_CALLS saying
+        how a session comes to have none (it said only "has no pending tool calls to
+        answer"), and nothing of it is stored."""
+        gate = asyncio.Event()
+        spy = SpyProvider(gate=gate).then(answer("", tool_call("lookup", "c1")), answer("done"))
+        stack = await make_stack(spy)
+        root = await stack.root()
+        turn = asyncio.ensure_future(
+            send(stack, root.id, "look it up", tools=[tool_definition("lookup")])
+        )
+        gate.set()
+        await asyncio.wait_for(turn, 10)
+        gate.clear()
+        first = asyncio.ensure_future(submit(stack, root.id, ("c1", "42"), busy=ENQUEUE))
+        await wait_for(lambda: len(spy.calls) == 2)
+        second = asyncio.ensure_future(submit(stack, root.id, ("c1", "43"), busy=ENQUEUE))
+        await queued(pool, stack, root.id, 1)
+        gate.set()
+        await asyncio.wait_for(first, 10)
+        error = await rpc_error(asyncio.wait_for(second, 10))
+        assert error.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert error_info_reason(error) == "NO_PENDING_TOOL_CALLS"
+        assert error.details() == (
+            f"session {root.id} has no pending tool calls to answer: its last turn asked for "
+            "none, or they were answered since (by another SubmitToolResults) or dropped (by "
+            "a Send); nothing was written"
+        )
+        assert roles(await stack.records(root.id)) == ["user", "assistant", "tool", "assistant"]
 
     async def test_a_retried_request_id_answers_the_first_turn(
         self, make_stack: StackMaker, pool: asyncpg.Pool
@@ -563,9 +609,43 @@ class TestEnqueue:
             for turn in (running, waiting):
                 error = await rpc_error(asyncio.wait_for(turn, 10))
                 assert error.code() is grpc.StatusCode.NOT_FOUND
+            # The waiting call says what happened while it waited ("session ... not found").
+            assert error.details() == (
+                f"session {root.id} was deleted while the turn waited in line (busy policy "
+                "enqueue); nothing of the turn was written"
+            )
+            assert error_info_reason(error) == "SESSION_NOT_FOUND"
             await wait_for(lambda: "to release" in caplog.text)
         warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
         assert warnings == []
+
+    async def test_an_archive_ends_the_line_saying_so(
+        self, make_stack: StackMaker, pool: asyncpg.Pool
+    ) -> None:
+        """A session archived while a turn waits in line ends it FAILED_PRECONDITION
+        SESSION_ARCHIVED saying so (it said "session S is archived", as for a session
+        archived before the call), out of line, nothing of it written."""
+        slow = Slow()
+        stack = await make_stack(slow)
+        root = await stack.root()
+        running = enqueue(stack, root.id, "first")
+        await asyncio.wait_for(slow.started.wait(), 10)
+        waiting = enqueue(stack, root.id, "second")
+        await queued(pool, stack, root.id, 1)
+        await stack.gw.Archive(
+            agent_pb2.ArchiveRequest(space_id=stack.space.sid, session_id=root.id)
+        )
+        slow.gate.set()
+        await rpc_error(asyncio.wait_for(running, 10))
+        error = await rpc_error(asyncio.wait_for(waiting, 10))
+        assert error.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert error_info_reason(error) == "SESSION_ARCHIVED"
+        assert error.details() == (
+            f"session {root.id} was archived while the turn waited in line (busy policy "
+            "enqueue); nothing of the turn was written: unarchive it to go on"
+        )
+        assert await tickets(pool, stack, root.id) == 0
+        assert users(await stack.records(root.id)) == []
 
 
 class TestInterrupt:

@@ -190,12 +190,41 @@ class TestDeletedMidTurn:
             gate.set()
             error = await rpc_error(asyncio.wait_for(turn, 10))
             assert error.code() is grpc.StatusCode.NOT_FOUND
+            # What happened, not "session S not found" as for a wrong id.
+            assert error.details() == DELETED.format(root.id)
+            assert error_info_reason(error) == "SESSION_NOT_FOUND"
             await wait_for(lambda: "to release" in caplog.text)  # released after the reply
         released = [r for r in caplog.records if "turn lease of" in r.getMessage()]
         warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
         assert warnings == []
         assert [r.levelno for r in released] == [logging.INFO]
         assert "was deleted" in released[0].getMessage()
+
+    @pytest.mark.parametrize("streamed", [False, True], ids=["send", "stream"])
+    async def test_a_delete_cuts_the_model_call_short(
+        self, streamed: bool, make_stack: StackMaker
+    ) -> None:
+        """The next renewal after the delete ends the turn: its model call is cut short (it
+        ran on, tool rounds and all, to a commit that could only fail NOT_FOUND), and the
+        caller is answered NOT_FOUND saying the session was deleted during the turn."""
+        spy = SpyProvider(gate=asyncio.Event())  # never set: only the cut ends the call
+        stack = await make_stack(spy, turn_lease_ttl_s=1)
+        root = await stack.root()
+        if streamed:
+            turn = asyncio.ensure_future(stream_events(stack, root.id, "doomed"))
+        else:
+            turn = asyncio.ensure_future(send(stack, root.id, "doomed"))
+        await asyncio.wait_for(spy.started.wait(), 10)
+        await stack.gw.DeleteSession(
+            agent_pb2.DeleteSessionRequest(space_id=stack.space.sid, session_id=root.id)
+        )
+        error = await rpc_error(asyncio.wait_for(turn, 10))
+        assert error.code() is grpc.StatusCode.NOT_FOUND
+        assert error.details() == DELETED.format(root.id)
+        assert spy.cancelled == 1
+
+
+DELETED = "session {} was deleted during the turn; nothing of the turn was written"
 
 
 class TestEndedByItsCommit:

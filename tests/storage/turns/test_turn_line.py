@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from stello.common.v1 import common_pb2
-from stello.errors import error_info_reason, field_violations
+from stello.errors import error_info_metadata, error_info_reason, field_violations
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from tests.storage.helpers import ASSISTANT, TOOL, rec, rpc_error
 from tests.support.fixtures import MakeSession, TestSpace
@@ -173,6 +173,8 @@ class TestEnqueue:
         assert error_info_reason(error) == "TURN_QUEUE_FULL"
         assert (error.details() or "").startswith(f"2 turns already wait for session {sid},")
         assert "(2)" in (error.details() or "")
+        # How many wait, for the gateway's message (which names its own setting).
+        assert error_info_metadata(error) == {"session_id": str(sid), "waiting": "2"}
         assert await tickets(pool, space, sid) == waiting
         assert (await wait(stub, space, sid, waiting[1], max_waiters=2)).queued.ahead == 1
 
