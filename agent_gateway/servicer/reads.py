@@ -87,6 +87,9 @@ class SessionReadRpcs:
             violations.add("limit", "must not be negative")
         if request.offset < 0:
             violations.add("offset", "must not be negative")
+        for name in ("after_seq", "before_seq"):
+            if request.HasField(name) and getattr(request, name) < 0:
+                violations.add(name, "must not be negative (seqs start at 1)")
         violations.raise_if_any()
         query = RecordQuery(
             space_id=space_id,

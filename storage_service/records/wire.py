@@ -38,11 +38,21 @@ def record_query(request: storage_pb2.ListRecordsRequest, v: Violations) -> Reco
         limit=limit,
         offset=request.offset,
         role=role(request.role, "role", v, allow_unspecified=True),
-        after_seq=request.after_seq if request.HasField("after_seq") else None,
-        before_seq=request.before_seq if request.HasField("before_seq") else None,
+        after_seq=seq_bound(request, "after_seq", v),
+        before_seq=seq_bound(request, "before_seq", v),
         newest_first=request.newest_first,
         page_token=request.page_token,
     )
+
+
+def seq_bound(request: storage_pb2.ListRecordsRequest, name: str, v: Violations) -> int | None:
+    """An exclusive seq bound: unset = none; seqs start at 1, so a negative one is a mistake."""
+    if not request.HasField(name):
+        return None
+    value: int = getattr(request, name)
+    if value < 0:
+        v.add(name, "must not be negative (seqs start at 1)")
+    return value
 
 
 def keep_recent(present: bool, value: int, name: str, v: Violations) -> int:

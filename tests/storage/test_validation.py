@@ -166,6 +166,14 @@ CASES = [
         "negative-offset-unknown-role",
     ),
     case(
+        "ListRecords",
+        lambda sp, s: storage_pb2.ListRecordsRequest(
+            space_id=sp, session_id=s, after_seq=-1, before_seq=-1
+        ),
+        ["after_seq", "before_seq"],
+        "negative-seq-bounds",
+    ),
+    case(
         "TrimRecords",
         lambda sp, s: storage_pb2.TrimRecordsRequest(space_id=sp, session_id=s),
         ["keep_recent"],

@@ -1052,9 +1052,9 @@ class AgentGatewayServicer:
         oldest-first, to older ones newest-first.
 
         Errors:
-        - INVALID_ARGUMENT: malformed ids; negative limit or offset; limit above
-        the maximum page; a page_token not issued for this session and these
-        filters.
+        - INVALID_ARGUMENT: malformed ids; negative limit, offset, after_seq or
+        before_seq (seqs start at 1); limit above the maximum page; a
+        page_token not issued for this session and these filters.
         - NOT_FOUND: the session is not in the space.
         - UNAUTHENTICATED: no valid key.
         """

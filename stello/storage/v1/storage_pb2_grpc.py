@@ -412,8 +412,8 @@ class SessionStorageServicer:
         bounds, direction and offset. No token is given when `limit` is 0.
 
         Errors: INVALID_ARGUMENT for a malformed space_id or session_id, an
-        unknown role value, a negative limit or offset, a limit above 1000, or
-        a page_token not issued by ListRecords for this session and these
+        unknown role value, a negative limit, offset, after_seq or before_seq
+        (seqs start at 1), a limit above 1000, or a page_token not issued by ListRecords for this session and these
         filters; NOT_FOUND when the session is not in the space or is
         provisional; UNAUTHENTICATED without a valid key.
         """

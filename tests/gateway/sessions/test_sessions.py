@@ -276,6 +276,21 @@ class TestTreeAndRecords:
         error = await rpc_error(contents(limit=1001))
         assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
 
+    async def test_negative_seq_bounds_are_refused(self, stack: Stack) -> None:
+        """A negative after_seq or before_seq is INVALID_ARGUMENT naming it (seqs start at 1,
+        after_seq 0 = from the first); they were accepted, read as 0."""
+        root = await stack.root()
+        for fields, field in (({"after_seq": -1}, "after_seq"), ({"before_seq": -5}, "before_seq")):
+            error = await rpc_error(
+                stack.gw.ListRecords(
+                    ids_request(stack, agent_pb2.ListRecordsRequest, root.id, **fields)
+                )
+            )
+            assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+            assert [(v.field, v.description) for v in field_violations(error)] == [
+                (field, "must not be negative (seqs start at 1)")
+            ]
+
     async def test_record_pages(self, stack: Stack, other_space: TestSpace) -> None:
         """next_page_token passes through both ways; a token elsewhere is INVALID_ARGUMENT."""
         root, other = await stack.root(), await stack.root()
