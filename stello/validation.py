@@ -17,6 +17,7 @@ from typing import Any, TypeGuard
 
 from google.protobuf import struct_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 from google.protobuf.message import Message
 
 from stello import json_text
@@ -69,6 +70,15 @@ def page_size(value: int, violations: Violations, name: str = "page_size") -> in
     elif value > MAX_PAGE_SIZE:
         violations.add(name, f"must be at most {MAX_PAGE_SIZE}, got {value}")
     return value or DEFAULT_PAGE_SIZE
+
+
+def not_one_of(enum: EnumTypeWrapper, value: object) -> str:
+    """What a number `enum` has no value for is told: the values in the SDKs' words
+    (lowercase, without the enum's prefix, UNSPECIFIED left out) and the number given."""
+    names = enum.keys()
+    prefix = names[0].removesuffix("UNSPECIFIED")
+    words = [name.removeprefix(prefix).lower() for name in names[1:]]
+    return f"must be one of {', '.join(words)}, got {value}"
 
 
 def label(value: str, violations: Violations, name: str = "label") -> str:

@@ -20,7 +20,7 @@ from stello.errors import Violations
 from stello.idempotency import MAX_REQUEST_ID_CHARS
 from stello.timestamps import from_timestamp, set_timestamp
 from stello.tree.v1 import tree_pb2
-from stello.validation import parse_uuid, space_uuid
+from stello.validation import not_one_of, parse_uuid, space_uuid
 from tree_service.models import (
     MetadataChange,
     Node,
@@ -55,7 +55,7 @@ def status_filter(value: int, violations: Violations, name: str = "status") -> S
         return None
     status = _STATUS_FROM_PROTO.get(value)
     if status is None:
-        violations.add(name, f"is not a SessionStatus, got {value}")
+        violations.add(name, not_one_of(common_pb2.SessionStatus, value))
     return status
 
 

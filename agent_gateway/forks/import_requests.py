@@ -45,7 +45,7 @@ def import_input(request: agent_pb2.ImportSessionRequest, *, limits: SizeLimits)
     source_id = _optional_uuid(request, "source_session_id", v)
     validation.label(request.label, v)
     if request.status not in STATUSES:
-        v.add("status", f"must be a SessionStatus, got {request.status}")
+        v.add("status", validation.not_one_of(common_pb2.SessionStatus, request.status))
     slots = {name: getattr(request, name) for name in SLOTS if request.HasField(name)}
     for name, value in slots.items():
         size = len(value.encode())

@@ -22,6 +22,7 @@ from agent_gateway.tools.builtins import BuiltinTools
 from agent_gateway.tools.skills import SkillRegistry
 from stello import validation
 from stello.agent.v1 import agent_pb2
+from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
 
@@ -110,7 +111,9 @@ class ProvisioningRpcs:
                 request.topology_parent_id, "topology_parent_id", violations
             )
         if request.context not in CONTEXTS:
-            violations.add("context", f"unknown ForkContext value {request.context}")
+            violations.add(
+                "context", validation.not_one_of(common_pb2.ForkContext, request.context)
+            )
         until = request.inherit_until_seq if request.HasField("inherit_until_seq") else None
         if until is not None and until < 0:
             violations.add("inherit_until_seq", "must not be negative")

@@ -44,7 +44,9 @@ class SessionReadRpcs:
         space_id = validation.space_uuid(request.space_id, violations)
         page_size = validation.page_size(request.page_size, violations)
         if request.status not in _STATUSES:
-            violations.add("status", f"unknown SessionStatus value {request.status}")
+            violations.add(
+                "status", validation.not_one_of(common_pb2.SessionStatus, request.status)
+            )
         check_filter(request.filter, violations)
         violations.raise_if_any()
         page = await self._sessions.digests.list_digests(

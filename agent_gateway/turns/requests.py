@@ -37,6 +37,7 @@ from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import Violations, cut
 from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
+from stello.validation import not_one_of
 
 
 def _key(
@@ -58,7 +59,7 @@ def _key(
 def _busy(value: int, v: Violations) -> int:
     """A BusyPolicy value the gateway knows."""
     if value not in common_pb2.BusyPolicy.values():
-        v.add("busy", f"is not a BusyPolicy value: {value}")
+        v.add("busy", not_one_of(common_pb2.BusyPolicy, value))
     return value
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.storage.v1 import storage_pb2
-from stello.validation import MAX_PAGE_SIZE
+from stello.validation import MAX_PAGE_SIZE, not_one_of
 from storage_service.convert import ROLE_FROM_PROTO
 from storage_service.models import RecordQuery, Role
 
@@ -20,8 +20,7 @@ def role(value: int, name: str, v: Violations, *, allow_unspecified: bool = Fals
         return None
     found = ROLE_FROM_PROTO.get(value)
     if found is None:
-        described = "UNSPECIFIED" if value == 0 else f"unknown value {value}"
-        v.add(name, f"must be a record role, got {described}")
+        v.add(name, not_one_of(common_pb2.RecordRole, "none (unset)" if value == 0 else value))
     return found
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from stello.errors import Violations
 from stello.storage.v1 import storage_pb2
-from stello.validation import parse_uuid
+from stello.validation import not_one_of, parse_uuid
 from storage_service.models import SlotName
 
 MAX_BATCH_IDS = 1000
@@ -45,7 +45,7 @@ def slot_kinds(values: Sequence[int], v: Violations) -> frozenset[SlotName]:
         return frozenset(SLOT_KINDS.values())
     for i, value in enumerate(values):
         if value not in SLOT_KINDS:
-            v.add(f"slots[{i}]", f"must be a SlotKind other than UNSPECIFIED, got {value}")
+            v.add(f"slots[{i}]", not_one_of(storage_pb2.SlotKind, value))
     return frozenset(SLOT_KINDS[value] for value in values if value in SLOT_KINDS)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.storage.v1 import storage_pb2
-from stello.validation import MAX_PAGE_SIZE, parse_uuid
+from stello.validation import MAX_PAGE_SIZE, not_one_of, parse_uuid
 from storage_service.keys.wire import remembered_key
 from storage_service.models import BusyPolicy, IndexCaps, TurnBudget, TurnBusy, TurnKey
 
@@ -51,7 +51,7 @@ def turn_busy(request: storage_pb2.BeginTurnRequest, v: Violations) -> TurnBusy:
     with a waiter UUID and a cap within 1..MAX_WAITERS."""
     policy = BUSY_POLICIES.get(request.busy)
     if policy is None:
-        v.add("busy", f"is not a BusyPolicy value: {request.busy}")
+        v.add("busy", not_one_of(common_pb2.BusyPolicy, request.busy))
         return TurnBusy(continuation=request.continuation)
     if policy != "reject" and not request.HasField("window"):
         v.add("busy", "needs `window` (only a whole turn can wait or interrupt)")

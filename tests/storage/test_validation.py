@@ -609,6 +609,25 @@ class TestInvalidArgument:
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+class TestEnumValues:
+    async def test_an_unknown_number_lists_the_values(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A role or slot kind no enum has names the values (they said "must be a record
+        role, got unknown value 42", "must be a SlotKind other than UNSPECIFIED, got 9")."""
+        sid = str(await make_session())
+        listed = storage_pb2.ListRecordsRequest(space_id=space.sid, session_id=sid, role=42)  # type: ignore[arg-type]  # no such RecordRole, on purpose
+        slots = storage_pb2.BatchGetSlotsRequest(space_id=space.sid, session_ids=[sid], slots=[9])  # type: ignore[list-item]  # no such SlotKind, on purpose
+        found = [
+            [(v.field, v.description) for v in field_violations(await rpc_error(call))]
+            for call in (stub.ListRecords(listed), stub.BatchGetSlots(slots))
+        ]
+        assert found == [
+            [("role", "must be one of system, user, assistant, tool, got 42")],
+            [("slots[0]", "must be one of system_prompt, memory, insight, got 9")],
+        ]
+
+
 class TestAccepted:
     """The edges of what is stored: the limits themselves pass, and read back unchanged."""
 

@@ -242,6 +242,15 @@ class TestListAll:
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert [v.field for v in field_violations(caught.value)] == [field]
 
+    async def test_an_unknown_status_lists_the_values(self, tree: TreeClient) -> None:
+        """A status number no SessionStatus has names the values (it said "is not a
+        SessionStatus, got 9")."""
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await list_all(tree, status=9)
+        assert [v.description for v in field_violations(caught.value)] == [
+            "must be one of active, archived, got 9"
+        ]
+
 
 class TestGetChildren:
     async def test_children_by_index(self, tree: TreeClient) -> None:

@@ -186,3 +186,53 @@ class TestLabelsAndIds:
             await refused(
                 stack, pool, stub.Fork(fork(stack, source)), grpc.StatusCode.UNAUTHENTICATED
             )
+
+
+class TestEnumValues:
+    """A number no enum has is refused naming the values the field takes, in the SDK's words
+    (they said "is not a BusyPolicy value: 99", "unknown ForkContext value 99", ...)."""
+
+    @pytest.mark.parametrize(
+        ("rpc", "fields", "field", "values"),
+        [
+            pytest.param(
+                "Send",
+                {"content": "hi", "busy": 99},
+                "busy",
+                "reject, enqueue, interrupt, rollback",
+                id="busy",
+            ),
+            pytest.param("Fork", {"context": 99}, "context", "none, inherit, compress", id="fork"),
+            pytest.param(
+                "ListSessionDigests", {"status": 9}, "status", "active, archived", id="st"
+            ),
+            pytest.param(
+                "ImportSession", {"label": "i", "status": 9}, "status", "active, archived", id="imp"
+            ),
+        ],
+    )
+    async def test_an_unknown_number_lists_the_values(
+        self,
+        stack: Stack,
+        pool: asyncpg.Pool,
+        source: str,
+        rpc: str,
+        fields: dict[str, Any],
+        field: str,
+        values: str,
+    ) -> None:
+        """INVALID_ARGUMENT naming the field, the values and the number given; nothing written."""
+        requests: dict[str, Any] = {
+            "Send": agent_pb2.SendRequest,
+            "Fork": agent_pb2.ForkRequest,
+            "ListSessionDigests": agent_pb2.ListSessionDigestsRequest,
+            "ImportSession": agent_pb2.ImportSessionRequest,
+        }
+        ids = {"session_id": source} if rpc == "Send" else {}
+        ids = {"source_session_id": source, "label": "c"} if rpc == "Fork" else ids
+        request = requests[rpc](space_id=stack.space.sid, **ids, **fields)
+        error = await refused(stack, pool, getattr(stack.gw, rpc)(request), INVALID)
+        number = fields[field]
+        assert [(v.field, v.description) for v in field_violations(error)] == [
+            (field, f"must be one of {values}, got {number}")
+        ]

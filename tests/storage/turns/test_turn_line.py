@@ -417,6 +417,16 @@ class TestValidation:
             is None
         )
 
+    async def test_an_unknown_policy_lists_the_values(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A busy number no BusyPolicy has names the values (it said "is not a BusyPolicy
+        value: 99")."""
+        error = await rpc_error(begin(stub, space, await make_session(), busy=99))
+        assert [(v.field, v.description) for v in field_violations(error)] == [
+            ("busy", "must be one of reject, enqueue, interrupt, rollback, got 99")
+        ]
+
     async def test_a_policy_needs_a_window(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
     ) -> None:
