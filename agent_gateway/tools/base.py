@@ -62,8 +62,19 @@ def client_tools(definitions: Sequence[common_pb2.ToolDefinition], v: Violations
         parameters = (
             json_format.MessageToDict(tool.parameters) if tool.HasField("parameters") else {}
         )
+        if parameters and parameters.get("type") != "object":
+            v.add(f"tools[{i}].parameters", f"tool {name!r}: {_not_an_object(parameters)}")
         specs.append(ToolSpec(name, tool.description, parameters))
     return specs
+
+
+def _not_an_object(schema: dict[str, object]) -> str:
+    """Why a tool's parameters schema is refused: OpenAI and Anthropic take only an object."""
+    got = f"type {schema['type']!r}" if "type" in schema else "no type"
+    return (
+        'must be an object schema, {"type": "object", "properties": {...}} (what OpenAI and '
+        f"Anthropic take as a tool's parameters), got {got}"
+    )
 
 
 class BuiltinTool(Protocol):

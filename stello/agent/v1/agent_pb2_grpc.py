@@ -689,7 +689,8 @@ class AgentGatewayServicer:
         Errors:
         - INVALID_ARGUMENT: malformed ids; invalid tool definitions (more than
         128; a name empty, not 1..64 letters, digits, _ or -, duplicate, or
-        taken by a built-in tool: common.v1 ToolDefinition); `content` empty,
+        taken by a built-in tool; `parameters` that are not an object schema:
+        common.v1 ToolDefinition); `content` empty,
         over STELLO_GATEWAY_MAX_CONTENT_BYTES, or making a record over
         STELLO_MAX_RECORD_BYTES, or more than half the model's context window
         in tokens (checked before the lease and the LLM call); an unknown

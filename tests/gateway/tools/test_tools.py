@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from typing import Any
 
 import asyncpg
 import grpc
@@ -242,6 +243,35 @@ class TestToolDeclarations:
         error = await rpc_error(send(stack, root.id, "hi", tools=tools))
         assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
         assert [v.field for v in field_violations(error)] == [field]
+        assert spy.calls == []
+
+    @pytest.mark.parametrize(
+        ("schema", "got"),
+        [
+            pytest.param({"type": "string"}, "type 'string'", id="string"),
+            pytest.param({"properties": {"q": {"type": "string"}}}, "no type", id="no-type"),
+            pytest.param({"type": ["object", "null"]}, "type ['object', 'null']", id="type-list"),
+        ],
+    )
+    async def test_parameters_that_are_not_an_object_schema(
+        self, make_stack: StackMaker, schema: dict[str, Any], got: str
+    ) -> None:
+        """A tool whose parameters are not an object schema is INVALID_ARGUMENT naming the tool
+        and `tools[i].parameters`, before any model call: both providers refuse it (the turn
+        was sent on and failed at the model)."""
+        spy = SpyProvider()
+        stack = await make_stack(spy)
+        root = await stack.root()
+        tools = [LOOKUP, tool_definition("fetch", **schema)]
+        error = await rpc_error(send(stack, root.id, "hi", tools=tools))
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert [(v.field, v.description) for v in field_violations(error)] == [
+            (
+                "tools[1].parameters",
+                'tool \'fetch\': must be an object schema, {"type": "object", "properties": '
+                f"{{...}}}} (what OpenAI and Anthropic take as a tool's parameters), got {got}",
+            )
+        ]
         assert spy.calls == []
 
     async def test_the_documented_limits_are_allowed(self, make_stack: StackMaker) -> None:
