@@ -138,6 +138,7 @@ class TurnCommitter:
                         f"session {sid} was archived during the turn; nothing was written: "
                         "unarchive it to go on",
                         reason=SESSION_ARCHIVED,
+                        metadata={"subject": f"session/{sid}"},
                     ) from exc
                 if not failed or "turn_lease" in failed:
                     return await self._lease_lost(caller, plan, lease, exc)

@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from stello.agent.v1 import agent_pb2
-from stello.errors import ResourceExhausted, Unavailable, error_info_reason
+from stello.errors import ResourceExhausted, Unavailable, error_info_metadata, error_info_reason
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2
 from tests.gateway.conftest import (
@@ -318,7 +318,8 @@ class TestRequestId:
         """A session archived while a turn runs (Archive answered before the turn commits)
         gets nothing of it: the turn answers FAILED_PRECONDITION SESSION_ARCHIVED, nothing
         is written, the insight stays and the lease is given back (unarchived, the next turn
-        runs at once). Before, the running turn committed into the archived session."""
+        runs at once). Before, the running turn committed into the archived session; and its
+        error lacked the `subject` metadata the other SESSION_ARCHIVED errors carry."""
         gate = asyncio.Event()
         spy = SpyProvider(gate=gate)
         stack = await make_stack(spy)
@@ -333,6 +334,7 @@ class TestRequestId:
         assert error.code() is grpc.StatusCode.FAILED_PRECONDITION
         assert error_info_reason(error) == "SESSION_ARCHIVED"
         assert (error.details() or "").startswith(f"session {root.id} was archived during")
+        assert error_info_metadata(error) == {"subject": f"session/{root.id}"}
         assert await stack.records(root.id) == []
         assert await insight(stack, root.id) == "hint"
         await stack.gw.Unarchive(agent_pb2.UnarchiveRequest(**target))
