@@ -45,7 +45,7 @@ def watch_input(request: agent_pb2.WatchSpaceRequest) -> WatchInput:
             )
     for index, kind in enumerate(request.kinds):
         if kind not in common_pb2.EventKind.values() or kind == common_pb2.EVENT_KIND_UNSPECIFIED:
-            violations.add(f"kinds[{index}]", "must be a known EventKind")
+            violations.add(f"kinds[{index}]", validation.not_one_of(common_pb2.EventKind, kind))
     violations.raise_if_any()
     return WatchInput(space_id, after, frozenset(request.kinds))
 
