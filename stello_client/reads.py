@@ -104,7 +104,8 @@ class ReadCalls(ClientBase):
 
         Raises:
             NotFound: the session is not in the space.
-            InvalidArgument: a negative limit or offset, a page_token of another walk.
+            InvalidArgument: a negative limit, offset, after_seq or before_seq, a page_token
+                of another walk.
         """
         request = request_of(
             agent_pb2.ListRecordsRequest,

@@ -19,6 +19,7 @@ from stello_client import AsyncClient, Client
 from stello_client.aio import RPC_METHODS
 from stello_client.exceptions import (
     ConfigurationError,
+    InvalidArgument,
     NoPendingToolCalls,
     NotFound,
     ResourceExhausted,
@@ -199,6 +200,11 @@ class TestReads:
         assert newest == [7, 6, 5]
         page = await client.list_records(roots[1].id, limit=2)
         assert [r.seq for r in page.records] == [1, 2] and page.next_page_token
+        for bound in ("after_seq", "before_seq"):  # both were read as 0
+            with pytest.raises(InvalidArgument) as caught:
+                bounds: dict[str, Any] = {bound: -1}
+                await client.list_records(roots[1].id, **bounds)
+            assert caught.value.field == bound
         labels = [d.label async for d in client.digests(page_size=2)]
         assert labels == ["r0", "r1", "r2", "r3", "r4", "d0", "d1", "d2", "d3"]  # creation order
         one = await client.list_session_digests(status="archived")
