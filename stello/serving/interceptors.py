@@ -38,6 +38,7 @@ metadata costs every call (DESIGN §9: per-hop CPU within 1.3x a bare server's).
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import itertools
 import logging
@@ -165,6 +166,25 @@ class CallChain(grpc.aio.ServerInterceptor):
         self._access = access or AccessLog()
         self._ids = RequestIds()
         self._cache: dict[str, tuple[Handler, Handler]] = {}
+        self._running: set[asyncio.Task[Any]] = set()
+        """The tasks of the calls in flight (networked and in-process), for `ended`."""
+
+    async def ended(self, timeout_s: float) -> int:
+        """Wait (at most `timeout_s`) for the calls in flight to end, their cleanup done; how
+        many had not. grpc's `server.stop` cancels the calls past its grace but may return
+        before their `finally` ran: a turn's lease given back there needs the gateway's
+        background runner, which shutdown stops next."""
+        running = list(self._running)
+        if not running:
+            return 0
+        _, late = await asyncio.wait(running, timeout=timeout_s)
+        return len(late)
+
+    def _track(self) -> asyncio.Task[Any] | None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._running.add(task)
+        return task
 
     async def intercept_service(
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
@@ -219,6 +239,7 @@ class CallChain(grpc.aio.ServerInterceptor):
             error: BaseException | None = None
             finished = False
             counted: Slot | None = None
+            task = self._track()
             _enter(plan)
             try:
                 counted = await self._admit(plan, request, header)
@@ -236,6 +257,7 @@ class CallChain(grpc.aio.ServerInterceptor):
                 raise
             finally:
                 _leave(plan, counted)
+                self._running.discard(task)
                 if not finished:
                     self._finish(plan, context, error, began)
 
@@ -248,6 +270,7 @@ class CallChain(grpc.aio.ServerInterceptor):
             error: BaseException | None = None
             finished = False
             counted: Slot | None = None
+            task = self._track()
             _enter(plan)
             try:
                 counted = await self._admit(plan, request, header)
@@ -266,6 +289,7 @@ class CallChain(grpc.aio.ServerInterceptor):
                 raise
             finally:
                 _leave(plan, counted)
+                self._running.discard(task)
                 if not finished:
                     self._finish(plan, context, error, began)
 

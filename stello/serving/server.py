@@ -77,6 +77,8 @@ class ServiceApp:
     monitor: HealthMonitor | None = field(default=None)
     metrics: RpcMetrics | None = field(default=None)
     local: LocalServer | None = field(default=None)
+    chain: CallChain | None = field(default=None)
+    """The server's call chain (`create_server` sets it): shutdown waits for its calls."""
     """What the server serves, callable in-process (`stello.serving.inproc`; `create_server`
     sets it)."""
 
@@ -190,6 +192,9 @@ def _server_options(settings: StelloSettings, worker: bool) -> list[tuple[str, i
 # with a 5 s keepalive). The server pings a connection with calls in flight after
 # `SERVER_PING_MS` of silence too, and drops it when no answer comes in
 # `PING_TIMEOUT_MS`: a client gone without a word frees its streams.
+CLEANUP_S = 5.0
+"""How long shutdown waits, after grpc's stop, for the cancelled calls' cleanup (a turn giving
+its lease back) before it stops the background tasks that cleanup hands work to."""
 PING_EVERY_MS = 4_000
 SERVER_PING_MS = 60_000
 PING_TIMEOUT_MS = 20_000
@@ -243,6 +248,7 @@ async def create_server(
             "STELLO_MAX_WATCHES_PER_SPACE",
         ),
     )
+    app.chain = chain
     server = grpc.aio.server(interceptors=[chain], options=_server_options(app.settings, worker))
     app.local = LocalServer(app.settings.max_message_bytes)
     app.local.set_interceptors([chain])
@@ -294,7 +300,8 @@ async def create_server(
 
 async def shutdown(app: ServiceApp, server: grpc.aio.Server, grace_s: float) -> None:
     """Graceful stop: NOT_SERVING, refuse new calls (in-process ones too), end the streams
-    `app.at_shutdown` ends, drain the other calls in flight."""
+    `app.at_shutdown` ends, drain the other calls in flight (those past the grace cancelled,
+    their cleanup waited for: `CLEANUP_S`), then the background tasks."""
     if app.monitor is not None:
         await app.monitor.stop()
     if app.local is not None:
@@ -302,6 +309,10 @@ async def shutdown(app: ServiceApp, server: grpc.aio.Server, grace_s: float) -> 
     for end in app.at_shutdown:
         await end()
     await server.stop(grace_s)
+    if app.chain is not None:
+        late = await app.chain.ended(CLEANUP_S)
+        if late:
+            log.warning("%s: %d calls had not ended %g s after the stop", app.name, late, CLEANUP_S)
     for task in reversed(app.background):
         await task.stop()
 
