@@ -169,6 +169,11 @@ class CallChain(grpc.aio.ServerInterceptor):
         self._running: set[asyncio.Task[Any]] = set()
         """The tasks of the calls in flight (networked and in-process), for `ended`."""
 
+    @property
+    def in_flight(self) -> frozenset[asyncio.Task[Any]]:
+        """The tasks of the calls in flight (a test waits for one to be cancelled)."""
+        return frozenset(self._running)
+
     async def ended(self, timeout_s: float) -> int:
         """Wait (at most `timeout_s`) for the calls in flight to end, their cleanup done; how
         many had not. grpc's `server.stop` cancels the calls past its grace but may return

@@ -318,6 +318,14 @@ async def wait_for(predicate: Callable[[], Any], *, within_s: float = 5.0) -> No
         await asyncio.sleep(0.02)
 
 
+async def cancel_reached(stack: Stack, within_s: float = 10.0) -> None:
+    """Until a call in flight on the stack's gateway was cancelled (its client's cancellation
+    reached the handler): what a test waits for before it lets the handler go on."""
+    chain = stack.gateway.app.chain
+    assert chain is not None
+    await wait_for(lambda: any(t.cancelling() for t in chain.in_flight), within_s=within_s)
+
+
 async def send_when_free(
     stack: Stack, session_id: str, content: str, *, within_s: float = 3.0
 ) -> Any:

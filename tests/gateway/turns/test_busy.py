@@ -45,6 +45,7 @@ from tests.gateway.conftest import (
 from tests.gateway.turns_support import (
     SpyProvider,
     answer,
+    cancel_reached,
     put_insight,
     roles,
     send,
@@ -290,7 +291,7 @@ class TestEnqueue:
         await asyncio.wait_for(told.wait(), 10)
         await queued(pool, stack, root.id, 1)
         gone.cancel()
-        await asyncio.sleep(0.2)  # the gateway sees the cancellation while the answer is held
+        await cancel_reached(stack)  # the gateway sees the cancellation while the answer is held
         hold.set()
         await queued(pool, stack, root.id, 0)
         slow.gate.set()

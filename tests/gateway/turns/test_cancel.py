@@ -20,7 +20,7 @@ import grpc
 import pytest
 
 from tests.gateway.conftest import StackMaker
-from tests.gateway.turns_support import SpyProvider, send
+from tests.gateway.turns_support import SpyProvider, cancel_reached, send
 
 pytestmark = pytest.mark.sql
 
@@ -72,7 +72,7 @@ class TestLeavingDuringTheCommit:
                 turn.cancel()
                 with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
                     await turn
-                await asyncio.sleep(0.2)  # the cancel reaches the gateway's handler
+                await cancel_reached(stack)
             line = await _until_said(caplog, "left during its commit")
         assert line.endswith("the turn was stored"), line
         assert "left-mid-commit" in line
