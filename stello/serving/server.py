@@ -77,10 +77,10 @@ class ServiceApp:
     monitor: HealthMonitor | None = field(default=None)
     metrics: RpcMetrics | None = field(default=None)
     local: LocalServer | None = field(default=None)
-    chain: CallChain | None = field(default=None)
-    """The server's call chain (`create_server` sets it): shutdown waits for its calls."""
     """What the server serves, callable in-process (`stello.serving.inproc`; `create_server`
     sets it)."""
+    chain: CallChain | None = field(default=None)
+    """The server's call chain (`create_server` sets it): shutdown waits for its calls."""
 
 
 class GenericOnly:
