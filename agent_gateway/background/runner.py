@@ -50,6 +50,7 @@ from agent_gateway.background.takeover import JobFactory, Takeover
 from agent_gateway.clients import Caller, StorageClient
 from stello.common.v1 import common_pb2
 from stello.db.periodic import Periodic
+from stello.db.tasks import retrieved
 from stello.errors import DeadlineExceeded, Unavailable
 
 log = logging.getLogger(__name__)
@@ -204,8 +205,7 @@ class BackgroundRunner(JobRuns):
 
     def _ended(self, task: asyncio.Task[Outcome]) -> None:
         self._tasks.discard(task)
-        if not task.cancelled():
-            task.exception()  # retrieved: logged by `_execute` already
+        retrieved(task)  # its failure was logged by `_execute` already
 
     async def _execute(self, job: Job, waited: bool) -> Outcome:
         name = job.kind.name

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agent_gateway.background.jobs import (
     BUDGET_SPENT,
@@ -31,7 +31,7 @@ from agent_gateway.background.jobs import (
 )
 from agent_gateway.background.metrics import OUTCOMES, RunnerMetrics
 from agent_gateway.clients import Caller, StorageClient
-from stello.db.tasks import ended_well
+from stello.db.tasks import ended_well, retrieved
 from stello.errors import NotFound, StelloError
 from stello.storage.v1 import storage_pb2
 
@@ -61,7 +61,7 @@ class JobRuns:
         try:
             return await asyncio.shield(claiming)
         except asyncio.CancelledError:
-            claiming.add_done_callback(_retrieved)  # its failure is moot: the run stops
+            claiming.add_done_callback(retrieved)  # its failure is moot: the run stops
             await asyncio.wait({claiming})  # cancelled again: the claim ends with its TTL
             if ended_well(claiming) and claiming.result().granted:
                 claim = claiming.result()
@@ -202,12 +202,6 @@ class JobRuns:
                 job.session_id,
                 exc,
             )
-
-
-def _retrieved(done: asyncio.Future[Any]) -> None:
-    """Mark a dropped future's failure as seen (asyncio logs one nobody retrieved)."""
-    if not done.cancelled():
-        done.exception()
 
 
 def _background(caller: Caller) -> Caller:

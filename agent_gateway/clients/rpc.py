@@ -50,6 +50,7 @@ from typing import Any, TypeVar, cast
 import grpc
 from google.protobuf.message import Message
 
+from stello.db.tasks import retrieved
 from stello.errors import (
     REQUEST_ID_KEY,
     Aborted,
@@ -253,15 +254,9 @@ async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
         second_result = await second
     except BaseException:
         task.cancel()
-        task.add_done_callback(_retrieved)
+        task.add_done_callback(retrieved)
         raise
     return await task, second_result
-
-
-def _retrieved(task: asyncio.Future[Any]) -> None:
-    """Mark a dropped task's failure as seen (asyncio logs one nobody retrieved)."""
-    if not task.cancelled():
-        task.exception()
 
 
 def _unreached(exc: grpc.aio.AioRpcError) -> bool:

@@ -34,6 +34,13 @@ async def to_the_end(work: Awaitable[T], said: Callable[[asyncio.Future[T]], Non
         raise
 
 
+def retrieved(done: asyncio.Future[Any]) -> None:
+    """Mark a dropped future's failure as seen (asyncio logs one nobody retrieved): a done
+    callback."""
+    if not done.cancelled():
+        done.exception()
+
+
 def ended_well(done: asyncio.Future[Any]) -> bool:
     """Whether a finished future ended with a result (not an error, not cancelled)."""
     return not done.cancelled() and done.exception() is None
