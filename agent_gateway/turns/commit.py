@@ -47,7 +47,7 @@ from uuid import UUID
 
 from agent_gateway.clients import Caller, RequestKey, StorageClient, remember_op
 from agent_gateway.history.context import Summary
-from agent_gateway.turns.lease_keeper import deleted_during_turn
+from agent_gateway.turns.lease_keeper import DURING_THE_TURN, session_deleted
 from agent_gateway.turns.state import Plan, Turn
 from stello.agent.v1 import agent_pb2
 from stello.db.tasks import to_the_end
@@ -152,7 +152,7 @@ class TurnCommitter:
                     consume = False  # a new insight was put meanwhile: it survives
                 continue
             except NotFound as exc:
-                raise deleted_during_turn(plan.session_id, exc) from exc
+                raise session_deleted(plan.session_id, exc, DURING_THE_TURN) from exc
             except StelloError as exc:
                 if exc.maybe_applied:
                     raise _outcome_unknown(plan) from exc

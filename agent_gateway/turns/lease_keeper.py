@@ -167,6 +167,10 @@ class LeaseRelease:
         return run.outcome(DONE)
 
 
+DURING_THE_TURN = "during the turn"
+"""When a session deleted while its turn ran was deleted (`session_deleted`)."""
+
+
 def turn_interrupted(session_id: uuid.UUID) -> Aborted:
     """The error of a turn an INTERRUPT (or ROLLBACK) turn took the session from."""
     return Aborted(
@@ -176,14 +180,14 @@ def turn_interrupted(session_id: uuid.UUID) -> Aborted:
     )
 
 
-def deleted_during_turn(session_id: uuid.UUID, exc: NotFound) -> NotFound:
-    """The NOT_FOUND of a turn whose session was deleted while it ran (the session was there
-    when it took the lease: "not found" alone reads as a wrong id); another NOT_FOUND (the
-    space's) as it is."""
+def session_deleted(session_id: uuid.UUID, exc: NotFound, when: str) -> NotFound:
+    """The NOT_FOUND of a turn whose session was deleted `when` ("during the turn", while it
+    waited in line: the session was there before, so "not found" alone reads as a wrong id);
+    another NOT_FOUND (the space's) as it is."""
     if exc.reason != SESSION_NOT_FOUND:
         return exc
     return NotFound(
-        f"session {session_id} was deleted during the turn; nothing of the turn was written",
+        f"session {session_id} was deleted {when}; nothing of the turn was written",
         reason=SESSION_NOT_FOUND,
         metadata=exc.metadata,
     )
@@ -318,7 +322,7 @@ class LeaseKeeper:
                 log.info(
                     "no turn lease of %s to renew: %s (deleted during the turn)", session_id, exc
                 )
-                lease.lose(deleted_during_turn(session_id, exc))
+                lease.lose(session_deleted(session_id, exc, DURING_THE_TURN))
                 return
             except StelloError as exc:
                 # Tried again at the next tick: a late renewal still keeps a lease

@@ -47,7 +47,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from agent_gateway.clients import Caller, StorageClient
-from agent_gateway.turns.lease_keeper import LeaseKeeper
+from agent_gateway.turns.lease_keeper import LeaseKeeper, session_deleted
 from agent_gateway.turns.state import Plan
 from stello.common.v1 import common_pb2
 from stello.errors import (
@@ -57,13 +57,15 @@ from stello.errors import (
     ResourceExhausted,
     StelloError,
 )
-from stello.reasons import SESSION_ARCHIVED, SESSION_NOT_FOUND, TURN_QUEUE_FULL
+from stello.reasons import SESSION_ARCHIVED, TURN_QUEUE_FULL
 from stello.serving.space_calls import waiting_aside
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
 
 ENQUEUE = common_pb2.BUSY_POLICY_ENQUEUE
+IN_LINE = "while the turn waited in line (busy policy enqueue)"
+"""When a session deleted while its turn waited was deleted (`session_deleted`)."""
 ANSWER_MARGIN_S = 0.5
 """How long before the caller's deadline a waiting call gives up (and leaves the line): its
 own DEADLINE_EXCEEDED, which says what happened, is then sent before gRPC ends the call
@@ -149,9 +151,7 @@ class TurnLine:
                         try:
                             reply = await self._begin(caller, plan, request)
                         except NotFound as exc:
-                            if exc.reason != SESSION_NOT_FOUND:
-                                raise
-                            raise _deleted(plan, exc) from None
+                            raise session_deleted(plan.session_id, exc, IN_LINE) from None
                         if not reply.HasField("queued"):
                             left_line = True  # storage took the ticket out with its answer
                             if not reply.token and not reply.HasField("remembered"):
@@ -287,17 +287,6 @@ class TurnLine:
 
         begin.add_done_callback(undo)
         await _settled(settled)
-
-
-def _deleted(plan: Plan, exc: NotFound) -> NotFound:
-    """The NOT_FOUND of a session deleted while the turn waited in line: the session was
-    there when the turn took its place, so "not found" alone reads as a wrong id."""
-    return NotFound(
-        f"session {plan.session_id} was deleted while the turn waited in line (busy policy "
-        "enqueue); nothing of the turn was written",
-        reason=SESSION_NOT_FOUND,
-        metadata=exc.metadata,
-    )
 
 
 def _archived(plan: Plan) -> FailedPrecondition:
