@@ -98,8 +98,8 @@ def _record(
 ) -> common_pb2.Record:
     """The record to store (seq cleared), its problems recorded under `name`."""
     if record.role not in ROLES:
-        described = "none (unset)" if record.role == 0 else str(record.role)
-        v.add(f"{name}.role", f"must be one of system, user, assistant, tool, got {described}")
+        described = "none (unset)" if record.role == 0 else record.role
+        v.add(f"{name}.role", validation.not_one_of(common_pb2.RecordRole, described))
     if record.HasField("created_at"):
         try:
             stored_time(record.created_at)
