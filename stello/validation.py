@@ -72,6 +72,17 @@ def page_size(value: int, violations: Violations, name: str = "page_size") -> in
     return value or DEFAULT_PAGE_SIZE
 
 
+def seq_bound(request: Message, name: str, violations: Violations) -> int | None:
+    """A request's optional exclusive seq bound `name` (ListRecords' after_seq, before_seq):
+    unset = none; seqs start at 1, so a negative one is refused."""
+    if not request.HasField(name):
+        return None
+    value: int = getattr(request, name)
+    if value < 0:
+        violations.add(name, "must not be negative (seqs start at 1)")
+    return value
+
+
 def not_one_of(enum: EnumTypeWrapper, value: object) -> str:
     """What a number `enum` has no value for is told: the values in the SDKs' words
     (lowercase, without the enum's prefix, UNSPECIFIED left out) and the number given."""

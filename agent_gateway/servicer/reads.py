@@ -89,9 +89,8 @@ class SessionReadRpcs:
             violations.add("limit", "must not be negative")
         if request.offset < 0:
             violations.add("offset", "must not be negative")
-        for name in ("after_seq", "before_seq"):
-            if request.HasField(name) and getattr(request, name) < 0:
-                violations.add(name, "must not be negative (seqs start at 1)")
+        after_seq = validation.seq_bound(request, "after_seq", violations)
+        before_seq = validation.seq_bound(request, "before_seq", violations)
         violations.raise_if_any()
         query = RecordQuery(
             space_id=space_id,
@@ -99,8 +98,8 @@ class SessionReadRpcs:
             limit=limit,
             offset=request.offset,
             role=request.role,
-            after_seq=request.after_seq if request.HasField("after_seq") else None,
-            before_seq=request.before_seq if request.HasField("before_seq") else None,
+            after_seq=after_seq,
+            before_seq=before_seq,
             newest_first=request.newest_first,
             page_token=request.page_token,
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.storage.v1 import storage_pb2
-from stello.validation import MAX_PAGE_SIZE, not_one_of
+from stello.validation import MAX_PAGE_SIZE, not_one_of, seq_bound
 from storage_service.convert import ROLE_FROM_PROTO
 from storage_service.models import RecordQuery, Role
 
@@ -42,16 +42,6 @@ def record_query(request: storage_pb2.ListRecordsRequest, v: Violations) -> Reco
         newest_first=request.newest_first,
         page_token=request.page_token,
     )
-
-
-def seq_bound(request: storage_pb2.ListRecordsRequest, name: str, v: Violations) -> int | None:
-    """An exclusive seq bound: unset = none; seqs start at 1, so a negative one is a mistake."""
-    if not request.HasField(name):
-        return None
-    value: int = getattr(request, name)
-    if value < 0:
-        v.add(name, "must not be negative (seqs start at 1)")
-    return value
 
 
 def keep_recent(present: bool, value: int, name: str, v: Violations) -> int:
