@@ -72,20 +72,25 @@ database's locale: the configurations' own lowercasing follows its LC_CTYPE, and
 lowercases no letter past ASCII ("ПРИВЕТ" stayed 'ПРИВЕТ', found by no "привет")."""
 
 
+def runs(points: list[int]) -> list[tuple[int, int]]:
+    """Code points as their runs of consecutive points (first, last), in order."""
+    found: list[list[int]] = []
+    for point in sorted(points):
+        if found and point == found[-1][1] + 1:
+            found[-1][1] = point
+        else:
+            found.append([point, point])
+    return [(first, last) for first, last in found]
+
+
 def _sql_class(points: list[int]) -> str:
     """Code points as a class of PostgreSQL's regular expressions (without brackets):
     `\\uXXXX`, `\\UXXXXXXXX`, runs as ranges."""
-    runs: list[list[int]] = []
-    for point in sorted(points):
-        if runs and point == runs[-1][1] + 1:
-            runs[-1][1] = point
-        else:
-            runs.append([point, point])
 
     def escaped(point: int) -> str:
         return f"\\u{point:04x}" if point < 0x10000 else f"\\U{point:08x}"
 
-    return "".join(escaped(a) + ("" if a == b else f"-{escaped(b)}") for a, b in runs)
+    return "".join(escaped(a) + ("" if a == b else f"-{escaped(b)}") for a, b in runs(points))
 
 
 YO = {0x401: 0x435, 0x451: 0x435}

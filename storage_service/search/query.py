@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from stello.errors import InvalidArgument
-from storage_service.search.letters import FOLD, LOWER, YO
+from storage_service.search.letters import FOLD, LOWER, YO, runs
 from storage_service.search.symbols import SYMBOL_RUN, SYMBOLS, lexeme
 
 MAX_QUERY_CHARS = 1000
@@ -62,13 +62,9 @@ def _combining() -> str:
     PostgreSQL's parser reads them as part of the word they follow ("हिन्दी" is one word);
     Python's `\\w` does not match them."""
     marks = [c for c in range(0x300, 0x1F000) if unicodedata.category(chr(c)).startswith("M")]
-    runs: list[list[int]] = []
-    for c in marks:
-        if runs and runs[-1][1] == c - 1:
-            runs[-1][1] = c
-        else:
-            runs.append([c, c])
-    return "".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in runs)
+    return "".join(
+        re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in runs(marks)
+    )
 
 
 COMBINING = _combining()
