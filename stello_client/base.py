@@ -24,6 +24,7 @@ from stello_client.calls import CallOptions, Retry, call_options, retry_of, unar
 from stello_client.channel import CHANNEL_OPTIONS as CHANNEL_OPTIONS
 from stello_client.channel import CLOSED as CLOSED
 from stello_client.channel import Channel as Channel
+from stello_client.errors import RESOLVER_WORDS
 from stello_client.exceptions.access import Unauthenticated
 from stello_client.exceptions.base import ConfigurationError, RpcError
 from stello_client.exceptions.transport import Unavailable
@@ -47,10 +48,6 @@ DEFAULT_TURN_TIMEOUT_S = 660.0  # the gateway's STELLO_GATEWAY_TURN_MAX_S defaul
 KEY_CHARS = 63
 # Room for a longer key of a later version, far below gRPC's metadata limit (8 KB soft).
 MAX_KEY_CHARS = 4 * KEY_CHARS
-
-
-UNRESOLVED_WORDS = ("resolution failed", "errors resolving", "lookup failed")
-"""gRPC's words (c-ares' and the native resolver's) of a host name that did not resolve."""
 
 
 class Default(enum.Enum):
@@ -414,7 +411,7 @@ def _connection_hint(lowered: str, address: str, source: str, *, secure: bool) -
     """What to check, from gRPC's words (`lowered`) of how the connection failed: the name
     did not resolve, TLS failed, or nothing answered (None: something else)."""
     given = f" (from {source})" if source else ""
-    if any(words in lowered for words in UNRESOLVED_WORDS):
+    if RESOLVER_WORDS.search(lowered):
         return (
             f"the gateway address {address}{given} does not resolve: check the host name, or "
             "pass the right address (gateway= or STELLO_GATEWAY)"

@@ -85,8 +85,9 @@ _TRANSPORT_WORDS = re.compile(
     r"certificate|unreachable",
     re.I,
 )
-# How gRPC's resolvers (c-ares, the native one) word a host name that does not resolve.
-_RESOLVER_WORDS = re.compile(r"resolution failed|errors resolving|lookup failed", re.I)
+# How gRPC's resolvers (c-ares, the native one) word a host name that does not resolve (the
+# SDK's own message reads them too: base._connection_hint).
+RESOLVER_WORDS = re.compile(r"resolution failed|errors resolving|lookup failed", re.I)
 
 
 class ClientError(Exception):
@@ -174,7 +175,7 @@ def rpc_error_line(
     if code == grpc.StatusCode.UNAVAILABLE and failed.reason is None and details == SHUT_DOWN:
         details = _shut_down(service, target)  # not grpc core's words
     unreachable = code == grpc.StatusCode.UNAVAILABLE and _transport_failure(failed.reason, details)
-    if unreachable and target and _RESOLVER_WORDS.search(details):
+    if unreachable and target and RESOLVER_WORDS.search(details):
         details = _unresolved(target, service)  # not the resolver's internals
         return f"{code.name}: {details}" if not as_flags else f"{details}: check the name"
     if not as_flags:
