@@ -139,6 +139,17 @@ class FailedPrecondition(StelloError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 
 
+def session_archived(session_id: object, then: str) -> FailedPrecondition:
+    """The one FAILED_PRECONDITION of an archived session (reason SESSION_ARCHIVED, metadata
+    `subject` "session/<id>"): "session <id> <then>", `then` saying what happened and what
+    to do ("is archived; unarchive it to rename it")."""
+    return FailedPrecondition(
+        f"session {session_id} {then}",
+        reason=reasons.SESSION_ARCHIVED,
+        metadata={"subject": f"session/{session_id}"},
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class PreconditionViolation:
     """One failed precondition of a conditional write: its kind, what it is about, and why."""

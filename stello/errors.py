@@ -59,6 +59,7 @@ from stello.error_tree import (
     Unavailable,
     Violations,
     listed,
+    session_archived,
     session_not_found,
     space_not_found,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "precondition_violations",
     "reply_too_large",
     "retry_delay",
+    "session_archived",
     "session_not_found",
     "space_not_found",
     "to_rpc_status",

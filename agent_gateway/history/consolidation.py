@@ -62,8 +62,7 @@ from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.history.folding import Folder
 from agent_gateway.llm.prompts.config import SessionPrompts
 from stello.common.v1 import common_pb2
-from stello.errors import Aborted, FailedPrecondition, NotFound
-from stello.reasons import SESSION_ARCHIVED
+from stello.errors import Aborted, NotFound, session_archived
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -187,11 +186,7 @@ class Consolidator:
         """
         meta = await self._storage.get_session(caller, space_id, session_id)
         if meta.status == common_pb2.SESSION_STATUS_ARCHIVED:
-            raise FailedPrecondition(
-                f"session {session_id} is archived; unarchive it to consolidate it",
-                reason=SESSION_ARCHIVED,
-                metadata={"subject": f"session/{session_id}"},
-            )
+            raise session_archived(session_id, "is archived; unarchive it to consolidate it")
         return await self._runner.run(self.job(caller, space_id, session_id, manual=True))
 
     async def fold_into_memory(self, job: ConsolidationJob, run: Run) -> Outcome:

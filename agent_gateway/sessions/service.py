@@ -17,8 +17,7 @@ from agent_gateway.forks.saga import summary_of
 from agent_gateway.sessions.digests import MAX_PAGE_BYTES, DigestPages
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello.errors import FailedPrecondition
-from stello.reasons import SESSION_ARCHIVED
+from stello.errors import session_archived
 from stello.settings import MAX_MESSAGE_BYTES
 from stello.storage.v1 import storage_pb2
 from stello.tree.v1 import tree_pb2
@@ -167,11 +166,7 @@ class SessionService:
         """
         meta = await self._storage.get_session(caller, space_id, session_id)
         if meta.status == common_pb2.SESSION_STATUS_ARCHIVED:
-            raise FailedPrecondition(
-                f"session {session_id} is archived; unarchive it to put an insight",
-                reason=SESSION_ARCHIVED,
-                metadata={"subject": f"session/{session_id}"},
-            )
+            raise session_archived(session_id, "is archived; unarchive it to put an insight")
         await self._storage.put_insight(caller, space_id, session_id, content)
 
     async def put_memory(

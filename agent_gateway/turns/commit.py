@@ -53,15 +53,14 @@ from stello.agent.v1 import agent_pb2
 from stello.db.tasks import to_the_end
 from stello.errors import (
     Aborted,
-    FailedPrecondition,
     NotFound,
     StelloError,
     Unavailable,
+    session_archived,
 )
 from stello.reasons import (
     CONCURRENT_MODIFICATION,
     OUTCOME_UNKNOWN,
-    SESSION_ARCHIVED,
 )
 from stello.storage.v1 import storage_pb2
 
@@ -134,11 +133,9 @@ class TurnCommitter:
                     lease.released = True
                     return Committed(response, await self._turn_count(caller, plan))
                 if "session_active" in failed:
-                    raise FailedPrecondition(
-                        f"session {sid} was archived during the turn; nothing was written: "
-                        "unarchive it to go on",
-                        reason=SESSION_ARCHIVED,
-                        metadata={"subject": f"session/{sid}"},
+                    raise session_archived(
+                        sid,
+                        "was archived during the turn; nothing was written: unarchive it to go on",
                     ) from exc
                 if not failed or "turn_lease" in failed:
                     return await self._lease_lost(caller, plan, lease, exc)

@@ -56,8 +56,9 @@ from stello.errors import (
     NotFound,
     ResourceExhausted,
     StelloError,
+    session_archived,
 )
-from stello.reasons import SESSION_ARCHIVED, TURN_QUEUE_FULL
+from stello.reasons import TURN_QUEUE_FULL
 from stello.serving.space_calls import waiting_aside
 from stello.storage.v1 import storage_pb2
 
@@ -292,11 +293,10 @@ class TurnLine:
 def _archived(plan: Plan) -> FailedPrecondition:
     """The SESSION_ARCHIVED of a session archived while the turn waited in line (storage
     answered its state and no lease)."""
-    return FailedPrecondition(
-        f"session {plan.session_id} was archived while the turn waited in line (busy policy "
-        "enqueue); nothing of the turn was written: unarchive it to go on",
-        reason=SESSION_ARCHIVED,
-        metadata={"subject": f"session/{plan.session_id}"},
+    return session_archived(
+        plan.session_id,
+        "was archived while the turn waited in line (busy policy enqueue); nothing of the "
+        "turn was written: unarchive it to go on",
     )
 
 

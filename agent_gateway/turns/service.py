@@ -89,8 +89,7 @@ from agent_gateway.turns.state import (
     TurnEvent,
 )
 from stello.agent.v1 import agent_pb2
-from stello.errors import Aborted, FailedPrecondition
-from stello.reasons import SESSION_ARCHIVED
+from stello.errors import Aborted, session_archived
 from stello.storage.v1 import storage_pb2
 
 log = logging.getLogger(__name__)
@@ -206,11 +205,7 @@ class TurnService:
             yield TurnDone(remembered(plan, reply.remembered))
             return
         if not reply.token:
-            raise FailedPrecondition(
-                f"session {plan.session_id} is archived; unarchive it to continue it",
-                reason=SESSION_ARCHIVED,
-                metadata={"subject": f"session/{plan.session_id}"},
-            )
+            raise session_archived(plan.session_id, "is archived; unarchive it to continue it")
         lease = Lease(reply.token)
         kept = self._leases.keep(caller, plan.space_id, plan.session_id, lease.token)
         try:

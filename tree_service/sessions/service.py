@@ -7,9 +7,14 @@ import uuid
 from dataclasses import replace
 
 from stello import metadata
-from stello.errors import FailedPrecondition, NotFound, Violations, session_not_found
+from stello.errors import (
+    FailedPrecondition,
+    NotFound,
+    Violations,
+    session_archived,
+    session_not_found,
+)
 from stello.idempotency import Answered, answer_of
-from stello.reasons import SESSION_ARCHIVED
 from tree_service.encoding import config_from_json, config_to_json, decode_node, encode_node
 from tree_service.models import (
     CHILD_LABEL,
@@ -135,11 +140,7 @@ class SessionService:
             if status is None:
                 raise session_not_found(session_id)
             if status == "archived":
-                raise FailedPrecondition(
-                    f"session {session_id} is archived; unarchive it to rename it",
-                    reason=SESSION_ARCHIVED,
-                    metadata={"subject": f"session/{session_id}"},
-                )
+                raise session_archived(session_id, "is archived; unarchive it to rename it")
             node = await tx.sessions.set_label(space_id, session_id, label, linked=linked)
             return node or await visible_node(tx, space_id, session_id, linked=linked)
 
