@@ -78,7 +78,7 @@ class TestStream:
         old = await stack.root(label="old")
         watch = Watch(stack.gw, stack.space.sid)
         try:
-            await asyncio.sleep(0.3)  # the stream is open before the next write
+            await asyncio.wait_for(watch.call.initial_metadata(), 10)  # its start is fixed
             new = await stack.root(label="new")
             assert kinds_of(await watch.take(1)) == [("EVENT_KIND_SESSION_COMMITTED", new.id)]
             assert old.id != new.id
@@ -208,7 +208,7 @@ class TestWake:
         stack = await make_stack(watch_poll_interval_s=60)
         watch = Watch(stack.gw, stack.space.sid)
         try:
-            await asyncio.sleep(0.3)  # the poller took its starting position
+            await asyncio.wait_for(watch.call.initial_metadata(), 10)  # it joined the poller
             began = time.monotonic()
             root = await stack.root(label="r")
             [event] = await watch.take(1, within_s=20)

@@ -255,7 +255,13 @@ class TestAbandonedCalls:
         request = storage_pb2.GetSessionRequest(space_id=space.sid, session_id=SESSION)
         async with running.channel() as channel:
             call = probe.call(channel, probe.SLOW)(request, metadata=space.metadata)
-            await asyncio.sleep(0.4)
+            chain = running.app.chain
+            assert chain is not None
+            for _ in range(200):  # until the server runs it: a call cancelled before is not
+                if chain.in_flight:
+                    break
+                await asyncio.sleep(0.05)
+            assert chain.in_flight, "the call never reached the server"
             call.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await call
