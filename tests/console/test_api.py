@@ -18,6 +18,7 @@ from stello_console.inputs import MAX_BODY_BYTES
 from tests.console.conftest import REPLY_HEAD, ConsoleStack
 from tests.console.http import Reply, exchange, fetch, signed_headers
 from tests.gateway.conftest import record
+from tests.gateway.turns_support import wait_for
 from tests.support.fixtures import TestSpace
 from tests.tree.seed import chain, seed_topology
 
@@ -740,7 +741,9 @@ class TestStreamEnds:
         writer = await reply_begun(api, root.id, "going")
         writer.close()
         await writer.wait_closed()
-        await asyncio.sleep(0.5)  # the console notices the closed connection
+        chain = console.stack.gateway.app.chain
+        assert chain is not None and chain.in_flight  # the Send, held in the model
+        await wait_for(lambda: not chain.in_flight, within_s=10)  # the console cancelled it
         console.provider.release.set()
         assert await console.stack.records(root.id) == []
         reply = await api.call("POST", f"/api/sessions/{root.id}/send", {"content": "again"})

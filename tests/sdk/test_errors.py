@@ -75,7 +75,7 @@ from tests.gateway.turns.test_lost_reply import (  # noqa: F401 (a fixture used 
     LoseReplies,
     _losing,
 )
-from tests.gateway.turns_support import SpyProvider, roles
+from tests.gateway.turns_support import SpyProvider, roles, wait_for
 from tests.sdk.conftest import client_of
 from tests.support.fixtures import ServerStarter, new_space
 from tree_service.app import create_app as tree_app
@@ -449,7 +449,7 @@ class TestLiveErrors:
         )
 
     async def test_an_enqueued_send_past_its_deadline_says_a_retry_is_safe(
-        self, start_gateway: GatewayStarter, stack: Stack
+        self, start_gateway: GatewayStarter, stack: Stack, pool: asyncpg.Pool
     ) -> None:
         """An "enqueue" send whose timeout passes in line raised DeadlineExceeded with gRPC's
         "Deadline Exceeded" (the client's own deadline ends the call before the gateway
@@ -460,7 +460,12 @@ class TestLiveErrors:
         async with AsyncClient(slow.address, stack.space.key, stack.space.sid) as client:
             root = await client.create_root()
             first = asyncio.ensure_future(client.send(root.id, "first"))
-            await asyncio.sleep(0.3)
+
+            async def first_holds_the_session() -> bool:
+                held = "SELECT turn_token FROM sessions WHERE space_id = $1 AND id = $2"
+                return await pool.fetchval(held, stack.space.id, uuid.UUID(root.id)) is not None
+
+            await wait_for(first_holds_the_session, within_s=10)
             with pytest.raises(DeadlineExceeded) as caught:
                 await client.send(
                     root.id, "second", busy="enqueue", timeout=0.3, request_id="queued"

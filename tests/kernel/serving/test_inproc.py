@@ -153,7 +153,13 @@ class TestDeadlinesAndCancellation:
         call = asyncio.ensure_future(
             probe.call(local, probe.SLOW)(request(space), metadata=space.metadata, timeout=5)
         )
-        await asyncio.sleep(0.2)
+        chain = probe_server.app.chain
+        assert chain is not None
+        for _ in range(200):  # until the handler runs: a call cancelled before never ran
+            if chain.in_flight:
+                break
+            await asyncio.sleep(0.05)
+        assert chain.in_flight, "the call never reached the handler"
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
