@@ -82,7 +82,7 @@ async def run_up_workers(
         try:
             await supervisor.start()
         except WorkerFailed as exc:
-            raise FailedPrecondition(f"a worker did not start ({exc})") from None
+            raise FailedPrecondition(str(exc)) from None
         stack.push_async_callback(supervisor.stop)
         _serve_metrics(supervisor, ports.host, configs)
         console = await start_console(stack, ports, credentials, saved.parent / CONSOLE_SECRET_FILE)
