@@ -6,18 +6,22 @@ A session may fork itself through the tool once it has
 keeps the last fork's turn in process memory, the counter is in the session's
 row: storage's ClaimFork checks and records a claim in one transaction, so two
 gateway processes (or two calls of one answer) cannot both fork inside a
-cooldown. A claim whose fork fails is given back. A refusal is a tool error
+cooldown. A claim whose fork fails is given back, and so is one whose turn was cancelled
+while its fork was being made. A refusal is a tool error
 result with the configured text (``fork_too_early`` / ``fork_cooling_down``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
+from dataclasses import replace
 
 from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.llm import Prompts
 from agent_gateway.llm.prompts.texts import FORK_COOLING_DOWN, FORK_TOO_EARLY
+from stello.db.tasks import retrieved
 from stello.errors import NotFound, StelloError
 from stello.storage.v1 import storage_pb2
 
@@ -82,3 +86,21 @@ class ForkGuard:
             log.debug("fork claim of %s not given back: the session was deleted", session_id)
         except StelloError as exc:
             log.warning("could not give back the fork claim of %s: %s", session_id, exc)
+
+    async def give_back_cancelled(
+        self,
+        caller: Caller,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        claim: storage_pb2.ClaimForkResponse,
+    ) -> None:
+        """`give_back` the claim of a fork its turn's cancellation cut short (the client
+        left, its deadline passed): the saga stopped before its commit answered, so the
+        session is not made to wait out a cooldown for a fork it most likely does not have
+        (a provisional session is swept). Shielded, without the caller's deadline (which may
+        be what passed): a second cancellation leaves it running to its end."""
+        giving = asyncio.ensure_future(
+            self.give_back(replace(caller, deadline=None), space_id, session_id, claim)
+        )
+        giving.add_done_callback(retrieved)
+        await asyncio.shield(giving)

@@ -110,10 +110,17 @@ class Watchers:
             await poller.close()
 
     async def stop(self) -> None:
-        """End every poller (the server has stopped its streams)."""
+        """End every poller (the server has stopped its streams); one whose task ended with
+        an unexpected error raises it after the others were stopped."""
         pollers, self._pollers = list(self._pollers.values()), {}
+        failed: list[Exception] = []
         for poller in pollers:
-            await poller.stop()
+            try:
+                await poller.stop()
+            except Exception as exc:
+                failed.append(exc)
+        if failed:
+            raise failed[0]
 
     def wake(self, space_id: str) -> None:
         """Let the space's poller read now (after a write through this gateway)."""

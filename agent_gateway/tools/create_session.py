@@ -10,11 +10,13 @@ forking); only the keys present are passed on (absent `skills` stays absent,
 any failure (bad arguments, a refused fork) answers an error result the model
 sees, never fails the turn. A fork made this way stays even if the turn fails.
 With a fork guard set (`agent_gateway.forks.guard`), a session may fork itself only after
-enough turns and a cooldown; a refusal is an error result too.
+enough turns and a cooldown; a refusal is an error result too. The claim of a fork that
+failed, or whose turn was cancelled while it was being made, is given back.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import uuid
@@ -32,6 +34,7 @@ from agent_gateway.llm.prompts.texts import UNKNOWN_PROFILE
 from agent_gateway.tools.base import CREATE_SESSION, ToolOutcome
 from agent_gateway.tools.skills import SkillRegistry
 from stello.errors import StelloError
+from stello.storage.v1 import storage_pb2
 from stello.validation import LABEL_ONE_LINE, MAX_LABEL_CHARS, has_control
 
 CREATE_SESSION_SPEC = ToolSpec(
@@ -102,17 +105,22 @@ class CreateSessionTool:
             fork = self._fork_input(space_id, session_id, call.arguments, request_id)
         except ValueError as exc:
             return ToolOutcome(str(exc), is_error=True)
-        claim = None
+        claim: storage_pb2.ClaimForkResponse | None = None
         try:
             if self._guard is not None:
-                claim = await self._guard.claim(caller, space_id, session_id)
-                if isinstance(claim, str):
-                    return ToolOutcome(claim, is_error=True)
+                granted = await self._guard.claim(caller, space_id, session_id)
+                if isinstance(granted, str):
+                    return ToolOutcome(granted, is_error=True)
+                claim = granted
             session = await self._creator.fork(caller, fork)
         except StelloError as exc:
-            if self._guard is not None and claim is not None and not isinstance(claim, str):
+            if self._guard is not None and claim is not None:
                 await self._guard.give_back(caller, space_id, session_id, claim)
             return ToolOutcome(exc.message, is_error=True)
+        except asyncio.CancelledError:
+            if self._guard is not None and claim is not None:
+                await self._guard.give_back_cancelled(caller, space_id, session_id, claim)
+            raise
         body = {"sessionId": session.id, "label": session.label}
         return ToolOutcome(json.dumps(body, ensure_ascii=False, separators=(",", ":")))
 

@@ -50,6 +50,7 @@ from stello.db.failures import (
     transient,
     unavailable,
 )
+from stello.db.tasks import cancel_and_wait
 from stello.errors import Aborted, Unavailable
 from stello.reasons import CONCURRENT_MODIFICATION
 from stello.settings import StelloSettings
@@ -160,11 +161,16 @@ async def register_codecs(con: asyncpg.Connection) -> None:
         await con.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+CLOSE_TIMEOUT_S = 10.0
+"""How long closing a pool waits for its connections in use to be given back."""
+
+
 @asynccontextmanager
 async def create_pool(
-    dsn: str, settings: StelloSettings | None = None
+    dsn: str, settings: StelloSettings | None = None, *, close_timeout_s: float = CLOSE_TIMEOUT_S
 ) -> AsyncIterator[asyncpg.Pool]:
-    """Open a pool for `dsn`, sized and cached as `settings` say, and close it on exit.
+    """Open a pool for `dsn`, sized and cached as `settings` say, and close it on exit
+    (`close_pool`: never an error, so a shutdown goes on).
 
     Raises:
         DatabaseUnreachable: no connection could be opened (refused, unknown host).
@@ -191,8 +197,34 @@ async def create_pool(
             await connecting(check_statements(pool), dsn)
         yield pool
     finally:
-        async with asyncio.timeout(10):
-            await pool.close()
+        await close_pool(pool, close_timeout_s)
+
+
+async def close_pool(pool: asyncpg.Pool, within_s: float) -> None:
+    """Close `pool`, waiting up to `within_s` for the connections in use to be given back;
+    any still in use then (a holder that hangs) are terminated with the rest and a WARNING
+    says how many. A close that fails otherwise is logged too: neither is raised, so the
+    shutdown this ends goes on. A cancellation of the caller cuts the close short (asyncpg
+    then terminates the connections) and is raised."""
+    closing = asyncio.ensure_future(pool.close())
+    try:
+        done, _ = await asyncio.wait({closing}, timeout=within_s)
+    except asyncio.CancelledError:
+        closing.cancel()
+        raise
+    if not done:
+        busy = pool.get_size() - pool.get_idle_size()
+        await cancel_and_wait(closing)  # asyncpg's close, cut, terminates every connection
+        log.warning(
+            "closing the database pool: %s still in use after %g s; terminated %s with the others",
+            "1 connection was" if busy == 1 else f"{busy} connections were",
+            within_s,
+            "it" if busy == 1 else "them",
+        )
+        return
+    if (failed := closing.exception()) is not None:
+        pool.terminate()
+        log.warning("closing the database pool failed (%s); terminated its connections", failed)
 
 
 BACKEND_PID = "SELECT pg_backend_pid()"

@@ -219,7 +219,7 @@ async def run_workers(plan: WorkerPlan, launch: Launch, claim: PortClaim) -> int
         try:
             await supervisor.start()
         except WorkerFailed as exc:
-            log.error("%s: a worker did not start (%s)", launch.module, exc)
+            log.error("%s", exc)  # names the service and the worker
             return 1
         if launch.metrics_port is not None:
             _serve_merged_metrics(supervisor, launch)

@@ -24,6 +24,7 @@ from grpc_reflection.v1alpha import reflection
 from stello.auth import KeyStore
 from stello.channels import read_pem
 from stello.db.periodic import RoundsCollector, periodic_tasks
+from stello.errors import new_error_id
 from stello.serving.access_log import AccessLog
 from stello.serving.health import HealthMonitor
 from stello.serving.inproc import LocalServer
@@ -301,20 +302,66 @@ async def create_server(
 async def shutdown(app: ServiceApp, server: grpc.aio.Server, grace_s: float) -> None:
     """Graceful stop: NOT_SERVING, refuse new calls (in-process ones too), end the streams
     `app.at_shutdown` ends, drain the other calls in flight (those past the grace cancelled,
-    their cleanup waited for: `CLEANUP_S`), then the background tasks."""
+    their cleanup waited for: `CLEANUP_S`), then the background tasks.
+
+    Every step is taken even when one before it fails: each failure is logged (ERROR, with
+    an error id) and the first is raised after the last step.
+    """
+    failed: list[Exception] = []
+
+    async def step(what: str, work: Awaitable[object]) -> None:
+        # A step that fails skips none after it (the server still stops, every background
+        # task, a pool or poller among them, is still stopped); its error is logged under an
+        # error id, and the first is raised once all were done.
+        try:
+            await work
+        except Exception as exc:
+            failed.append(exc)
+            log.error(
+                "%s: %s failed during shutdown: %s (error id %s)",
+                app.name,
+                what,
+                exc,
+                new_error_id(),
+                exc_info=exc,
+            )
+
     if app.monitor is not None:
-        await app.monitor.stop()
+        await step("stopping the health monitor", app.monitor.stop())
     if app.local is not None:
         app.local.stopping = True
     for end in app.at_shutdown:
-        await end()
-    await server.stop(grace_s)
+        await step(f"ending calls ({_name_of(end)})", end())
+    await step("stopping the server", server.stop(grace_s))
     if app.chain is not None:
         late = await app.chain.ended(CLEANUP_S)
         if late:
             log.warning("%s: %d calls had not ended %g s after the stop", app.name, late, CLEANUP_S)
     for task in reversed(app.background):
-        await task.stop()
+        await step(f"stopping {_name_of(task)}", task.stop())
+    if failed:
+        raise failed[0]
+
+
+async def shutdown_all(
+    running: Sequence[tuple[ServiceApp, grpc.aio.Server]], grace_s: float
+) -> None:
+    """`shutdown` each of `running`, last started first; one that fails stops none of the
+    others from shutting down, and the first failure is raised after the last."""
+    failed: list[Exception] = []
+    for app, server in reversed(running):
+        try:
+            await shutdown(app, server, grace_s)
+        except Exception as exc:  # logged by shutdown
+            failed.append(exc)
+    if failed:
+        raise failed[0]
+
+
+def _name_of(thing: object) -> str:
+    """What a shutdown step is about, for its log line (a function's or an object's class's
+    name)."""
+    return getattr(thing, "__qualname__", None) or type(thing).__name__
 
 
 async def serve(

@@ -14,7 +14,9 @@ A service process has one event loop, so it uses one core. With ``--workers N``
   event pollers, and binds the claimed port with SO_REUSEPORT;
 - a worker says it is ready on a pipe of its own (``ready <metrics port>``),
   and watches a lifeline pipe: when the supervisor dies, even by SIGKILL, the
-  lifeline closes and the worker shuts down, so no orphan keeps the port;
+  lifeline closes and the worker shuts down, so no orphan keeps the port; one
+  that exits before it is ready fails the start, naming it, once every other
+  worker's start has ended and each was stopped;
 - a worker that exits on its own is replaced (its connections fail over to the
   others meanwhile; clients retry UNAVAILABLE). A worker that keeps failing to
   start stops the service: the supervisor stops every worker and exits 1, so a
@@ -178,13 +180,33 @@ class Supervisor:
         """Start every worker and wait until each is ready.
 
         Raises:
-            WorkerFailed: one exited first (the others are stopped).
+            WorkerFailed: one exited (or was not ready in time) first; the message names
+                it. Every other worker's start has ended and each was stopped before
+                (one still being spawned is killed by its cancelled spawn, none is left
+                behind the supervisor's back).
         """
+        starting = [asyncio.ensure_future(self._start(worker)) for worker in self._workers]
         try:
-            await asyncio.gather(*(self._start(worker) for worker in self._workers))
-        except BaseException:
-            await self.stop()
-            raise
+            await asyncio.wait(starting, return_when=asyncio.FIRST_EXCEPTION)
+        finally:
+            pending = [task for task in starting if not task.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+            failed: list[tuple[Worker, BaseException]] = []
+            for worker, task in zip(self._workers, starting, strict=True):
+                if not task.cancelled() and (exc := task.exception()) is not None:
+                    failed.append((worker, exc))
+            if failed or pending:
+                await self.stop()
+        if not failed:
+            return
+        worker, exc = failed[0]
+        if not isinstance(exc, WorkerFailed):
+            raise exc
+        others = "; the other workers were stopped" if len(self._workers) > 1 else ""
+        raise WorkerFailed(f"{self._plan.name} worker {worker.index} {exc}{others}") from None
 
     async def run(self) -> None:
         """Keep the workers running until `stop`; raise WorkerFailed when one cannot be."""
@@ -286,12 +308,12 @@ async def _read_ready(fd: int, process: asyncio.subprocess.Process) -> str:
     except TimeoutError:
         process.kill()
         await process.wait()
-        raise WorkerFailed(f"not ready within {READY_TIMEOUT_S:g} s") from None
+        raise WorkerFailed(f"was not ready within {READY_TIMEOUT_S:g} s") from None
     finally:
         transport.close()
     if not line.startswith("ready "):
         code = await process.wait()
-        raise WorkerFailed(_ended(code))
+        raise WorkerFailed(f"{_ended(code)} before it was ready")
     return line
 
 

@@ -39,7 +39,7 @@ from stello.db.migrate import migrate_dsn
 from stello.db.pool import create_pool
 from stello.errors import FailedPrecondition
 from stello.serving.inproc import LocalServer
-from stello.serving.server import MetricsPortInUse, ServiceApp, create_server, shutdown
+from stello.serving.server import MetricsPortInUse, ServiceApp, create_server, shutdown_all
 from stello.settings import StelloSettings
 from stello.telemetry import tracing
 from stello_cli.admin.databases import with_database
@@ -319,8 +319,7 @@ async def _run_up(
                         # Until a signal cancels us, or the embedded PostgreSQL is lost.
                         await kept_up(asyncio.Event().wait(), db.embedded)
                 finally:
-                    for app, server in reversed(running):
-                        await shutdown(app, server, settings.shutdown_grace_s)
+                    await shutdown_all(running, settings.shutdown_grace_s)
 
 
 async def kept_up(main: Awaitable[object], embedded: EmbeddedPostgres | None) -> None:

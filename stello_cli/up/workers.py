@@ -31,7 +31,7 @@ from stello.db.pool import create_pool
 from stello.errors import FailedPrecondition
 from stello.serving.ports import PortClaim, PortTaken
 from stello.serving.runner import event_loop_factory
-from stello.serving.server import ServiceApp, shutdown
+from stello.serving.server import ServiceApp, shutdown_all
 from stello.serving.workers import Supervisor, WorkerFailed, WorkerPlan, WorkerRole, split_pool
 from stello.settings import StelloSettings
 from stello_cli.admin.databases import with_database
@@ -82,7 +82,7 @@ async def run_up_workers(
         try:
             await supervisor.start()
         except WorkerFailed as exc:
-            raise FailedPrecondition(f"a worker did not start ({exc})") from None
+            raise FailedPrecondition(str(exc)) from None
         stack.push_async_callback(supervisor.stop)
         _serve_metrics(supervisor, ports.host, configs)
         console = await start_console(stack, ports, credentials, saved.parent / CONSOLE_SECRET_FILE)
@@ -188,8 +188,7 @@ async def serve_worker(settings: StelloSettings, spec: dict[str, Any], role: Wor
             role.ready(*(app.metrics_port for app, _ in running))
             await stop.wait()
         finally:
-            for app, server in reversed(running):
-                await shutdown(app, server, settings.shutdown_grace_s)
+            await shutdown_all(running, settings.shutdown_grace_s)
 
 
 def quiet_calls(level: str, *, access_log: bool) -> None:

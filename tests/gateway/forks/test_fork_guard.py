@@ -6,6 +6,8 @@ the last test runs two `python -m agent_gateway` processes over one storage.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import uuid
@@ -22,7 +24,7 @@ from agent_gateway.tools.base import CREATE_SESSION
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from tests.gateway.conftest import Backends, Counted, Stack, StackMaker
 from tests.gateway.processes import gateway_process
-from tests.gateway.turns_support import SpyProvider, answer, send, tool_call
+from tests.gateway.turns_support import SpyProvider, answer, send, send_when_free, tool_call
 
 pytestmark = pytest.mark.sql
 
@@ -42,6 +44,21 @@ async def child_labels(stack: Stack, session_id: str) -> list[str]:
     """The labels of the session's children."""
     view = await stack.view(session_id)
     return [(await stack.view(child)).node.label for child in view.node.children]
+
+
+class HoldAt:
+    """Holds the saga at `point`, once set (it never goes on there), and says when it got
+    there."""
+
+    def __init__(self) -> None:
+        self.point = ""
+        self.reached = asyncio.Event()
+
+    async def hit(self, point: str) -> None:
+        """At the point: wait for good (until the call is cancelled)."""
+        if point == self.point:
+            self.reached.set()
+            await asyncio.Event().wait()
 
 
 class TestGuard:
@@ -109,6 +126,28 @@ class TestGuard:
         content, is_error = tool_result(await send(stack, root.id, fork_command("good")))
         assert not is_error, content
         assert await child_labels(stack, root.id) == ["good"]
+
+    async def test_a_turn_cancelled_during_its_fork_gives_the_claim_back(
+        self, make_stack: StackMaker
+    ) -> None:
+        """The client leaves (or its deadline passes) while the model's stello_create_session
+        is making its fork: nothing was committed, so the claim is given back and the next
+        turn's fork is made. Before, the claim stayed: every fork of the session through the
+        tool was refused as cooling down for the next 5 turns, after a fork never made."""
+        hold = HoldAt()
+        stack = await make_stack(faults=hold, fork_cooldown_turns=5)
+        root = await stack.root()
+        hold.point = "fork.after_create"
+        turn = asyncio.ensure_future(send(stack, root.id, fork_command("cut short")))
+        await asyncio.wait_for(hold.reached.wait(), 10)
+        turn.cancel()
+        with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+            await turn
+        hold.point = ""  # the next fork goes through
+        reply = await send_when_free(stack, root.id, fork_command("after"))
+        content, is_error = tool_result(reply)
+        assert not is_error, content
+        assert await child_labels(stack, root.id) == ["after"]
 
     async def test_the_client_fork_rpc_is_not_guarded(self, make_stack: StackMaker) -> None:
         """The guard is the tool's: a client's Fork at turn 0 is made."""

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import time
 from collections.abc import AsyncGenerator
-from uuid import UUID
+from typing import cast
+from uuid import UUID, uuid4
 
 import asyncpg
 import grpc
 import pytest
 
-from agent_gateway.clients import Caller
+from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.forks.faults import FAULT_POINTS
 from agent_gateway.sessions import watch as watch_module
 from agent_gateway.sessions.watch import Watchers, WatchInput
@@ -24,6 +26,7 @@ from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations
 from stello.serving.server import shutdown
 from stello.settings import StelloSettings
+from stello.storage.v1 import storage_pb2
 from stello.tree.v1 import tree_pb2
 from storage_service.app import create_purger
 from storage_service.config import StorageSettings
@@ -673,3 +676,45 @@ async def _failed(watchers: Watchers, space: UUID) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the poller did not fail within 10 s")
+
+
+class _BrokenForOneSpace:
+    """Storage's ReadEvents as a poller sees it: a bug (not a StelloError) for `broken`,
+    no events for any other space."""
+
+    def __init__(self, broken: UUID) -> None:
+        self.broken = broken
+
+    async def read_events(
+        self, caller: Caller, space_id: UUID, after: int | None, limit: int
+    ) -> storage_pb2.ReadEventsResponse:
+        """Fail for the broken space; answer an empty page for the others."""
+        if space_id == self.broken:
+            raise RuntimeError("a bug in the poller's read")
+        return storage_pb2.ReadEventsResponse(last_position=0)
+
+
+def _polling(space: UUID) -> list[asyncio.Task[object]]:
+    """The space's poller task while it runs."""
+    return [t for t in asyncio.all_tasks() if t.get_name() == f"stello-watch-{space}"]
+
+
+async def test_a_poller_ended_by_a_bug_leaves_no_other_poller_running() -> None:
+    """A poller whose task ended with an unexpected error raises it from its stop: the
+    gateway's stop still stops every other poller (before, it skipped the ones after: they
+    kept polling a storage that was shutting down), then raises it."""
+    broken, other = uuid4(), uuid4()
+    watchers = Watchers(cast(StorageClient, _BrokenForOneSpace(broken)), interval_s=0.05)
+    async with contextlib.AsyncExitStack() as inside:
+        for space in (broken, other):
+            await inside.enter_async_context(
+                watchers.session_changes(Caller("key"), space, uuid4())
+            )
+        for _ in range(200):
+            if all(t.done() for t in _polling(broken)):
+                break
+            await asyncio.sleep(0.01)
+        assert _polling(other) and not any(t.done() for t in _polling(other))
+        with pytest.raises(RuntimeError, match="a bug in the poller's read"):
+            await watchers.stop()
+        assert _polling(other) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import asyncpg
@@ -13,6 +14,7 @@ from stello.errors import Aborted, Unavailable
 from stello.reasons import CONCURRENT_MODIFICATION
 from stello.serving.boundary import client_error
 from stello.settings import StelloSettings
+from tests.support.bouncer import bouncer_requested
 from tests.support.proxy import PgProxy
 
 pytestmark = pytest.mark.sql
@@ -212,3 +214,36 @@ class TestApplicationName:
         separator = "&" if "?" in database_url else "?"
         async with create_pool(f"{database_url}{separator}application_name=mine", settings) as pool:
             assert await pool.fetchval("SHOW application_name") == "mine"
+
+
+BACKEND_ALIVE = "SELECT count(*) FROM pg_stat_activity WHERE pid = $1"
+
+
+class TestClose:
+    async def test_a_connection_never_given_back_is_terminated_not_raised(
+        self, settings: StelloSettings, database_url: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A connection still in use when the pool closes (its holder hangs) is waited for
+        `close_timeout_s`, then terminated with the rest: the close ends without an error
+        (a shutdown goes on), and one WARNING says how many were still busy."""
+        with caplog.at_level(logging.WARNING, logger="stello.db.pool"):
+            async with create_pool(database_url, settings, close_timeout_s=0.2) as pool:
+                held = await pool.acquire()
+                backend = await held.fetchval("SELECT pg_backend_pid()")
+                await pool.fetchval("SELECT 1")  # another connection, given back
+        said = [r.getMessage() for r in caplog.records if r.name == "stello.db.pool"]
+        assert said == [
+            "closing the database pool: 1 connection was still in use after 0.2 s; "
+            "terminated it with the others"
+        ]
+        if bouncer_requested():
+            return  # the backend is PgBouncer's, kept for its other clients
+        con = await asyncpg.connect(database_url)
+        try:
+            for _ in range(500):  # its backend ends once it reads the termination
+                if not await con.fetchval(BACKEND_ALIVE, backend):
+                    break
+                await asyncio.sleep(0.01)
+            assert not await con.fetchval(BACKEND_ALIVE, backend)
+        finally:
+            await con.close()

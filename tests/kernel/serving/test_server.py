@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -17,7 +20,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from stello.auth import KeyStore
 from stello.db.pool import create_pool
 from stello.errors import error_info_reason, field_violations
-from stello.serving.server import ServiceApp, create_server, shutdown
+from stello.serving.server import ServiceApp, create_server, shutdown, shutdown_all
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2
 from tests.support import probe
@@ -315,3 +318,99 @@ class TestMetrics:
             "stello_rpc_duration_seconds_count", {"service": "probe", "method": probe.ECHO}
         )
         assert timed == 2
+
+
+class _Stoppable:
+    """A background task that records its stop, failing it when told to."""
+
+    def __init__(self, name: str, stopped: list[str], fails: bool = False) -> None:
+        self.name = name
+        self.stopped = stopped
+        self.fails = fails
+
+    def start(self) -> None:
+        """Nothing runs."""
+
+    async def stop(self) -> None:
+        """Record the stop; raise when told to."""
+        self.stopped.append(self.name)
+        if self.fails:
+            raise RuntimeError(f"{self.name} failed to stop")
+
+
+class TestShutdownSteps:
+    async def test_a_failing_step_stops_everything_then_raises_the_first(
+        self, settings: StelloSettings, keys: KeyStore, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A background task whose stop raises (and an at_shutdown end that raises) skip
+        nothing: the server stops, every other background task is stopped, each failure is
+        logged under an error id, and the first is raised once all were stopped."""
+        assert settings.database_url is not None
+        stopped: list[str] = []
+
+        async def failing_end() -> None:
+            stopped.append("end")
+            raise RuntimeError("end failed")
+
+        async def other_end() -> None:
+            stopped.append("other end")
+
+        async with create_pool(settings.database_url, settings) as pool:
+            app = dataclasses.replace(
+                probe.probe_app(settings, pool, keys),
+                background=(
+                    _Stoppable("first", stopped),
+                    _Stoppable("second", stopped, fails=True),
+                    _Stoppable("third", stopped, fails=True),
+                ),
+                at_shutdown=(failing_end, other_end),
+            )
+            server, port = await create_server(app, "127.0.0.1:0")
+            await server.start()
+            try:
+                with (
+                    caplog.at_level(logging.ERROR, logger="stello.serving.server"),
+                    pytest.raises(RuntimeError, match="end failed"),
+                ):
+                    await shutdown(app, server, 0)
+                assert stopped == ["end", "other end", "third", "second", "first"]
+                async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                    with pytest.raises(grpc.aio.AioRpcError) as failed:
+                        await _status(health_pb2_grpc.HealthStub(channel))
+                assert failed.value.code() is grpc.StatusCode.UNAVAILABLE
+                said = [r.getMessage() for r in caplog.records]
+                assert len(said) == 3, said
+                assert all(re.search(r"\(error id [0-9a-f]{16}\)", line) for line in said), said
+                assert ["end failed" in said[0], "third" in said[1], "second" in said[2]] == [
+                    True,
+                    True,
+                    True,
+                ], said
+            finally:
+                await server.stop(None)
+
+    async def test_one_service_failing_to_stop_leaves_none_of_the_others_running(
+        self, settings: StelloSettings, keys: KeyStore
+    ) -> None:
+        """`stello up` shuts its services down one after the other (`shutdown_all`): the
+        first one's failure still shuts down the next, then is raised."""
+        assert settings.database_url is not None
+        stopped: list[str] = []
+        async with create_pool(settings.database_url, settings) as pool:
+            running = []
+            for name, fails in (("earlier", False), ("later", True)):
+                app = dataclasses.replace(
+                    probe.probe_app(settings, pool, keys),
+                    name=name,
+                    background=(_Stoppable(name, stopped, fails=fails),),
+                )
+                running.append((app, (await create_server(app, "127.0.0.1:0"))[0]))
+            for _, server in running:
+                await server.start()
+            try:
+                with pytest.raises(RuntimeError, match="later failed to stop"):
+                    await shutdown_all(running, 0)
+                assert stopped == ["later", "earlier"]
+            finally:
+                for _, server in running:
+                    await server.stop(None)

@@ -27,6 +27,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from stello.channels import open_channel
+from stello.serving.workers import Supervisor, WorkerFailed, WorkerPlan
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.cli.processes import gone
 from tests.support.fixtures import MakeSession, TestSpace
@@ -267,3 +268,34 @@ async def test_workers_stop_when_the_supervisor_is_killed(tree_env: dict[str, st
             if not gone(pid):
                 os.kill(pid, signal.SIGKILL)
         supervised.stderr.close()
+
+
+# Worker 0 exits at once; worker 1 never says it is ready (it would wait for good).
+FAILING_START = """
+import json, os, sys, time
+role = json.loads(os.environ["STELLO_WORKER"])
+if role["index"] == 0:
+    sys.exit(3)
+time.sleep(600)
+"""
+
+
+async def test_a_worker_that_cannot_start_stops_the_others_and_is_named() -> None:
+    """One worker exits before it is ready: `Supervisor.start` fails naming that worker and
+    its exit, once every other worker's start has ended and its process was stopped (none
+    is left starting or running behind the supervisor's back)."""
+    plan = WorkerPlan("probe", [sys.executable, "-c", FAILING_START], workers=2, grace_s=1)
+    supervisor = Supervisor(plan)
+    with pytest.raises(WorkerFailed) as failed:
+        await supervisor.start()
+    assert str(failed.value) == (
+        "probe worker 0 exited with status 3 before it was ready; the other workers were stopped"
+    )
+    starting = [
+        t
+        for t in asyncio.all_tasks()
+        if getattr(t.get_coro(), "__qualname__", "") == "Supervisor._start"
+    ]
+    assert starting == []
+    pids = supervisor.pids
+    assert len(pids) == 2 and all(gone(pid) for pid in pids)
