@@ -27,7 +27,14 @@ from agent_gateway.sessions.watch_ends import REVOKED
 from stello import reasons
 from stello.common.v1 import common_pb2
 from stello.db.tasks import cancel_and_wait
-from stello.errors import InvalidArgument, NotFound, StelloError, Unauthenticated
+from stello.errors import (
+    Internal,
+    InvalidArgument,
+    NotFound,
+    StelloError,
+    Unauthenticated,
+    new_error_id,
+)
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +118,21 @@ class SpacePoller:
             self._changed.notify_all()
 
     async def _run(self) -> None:
+        """Poll until stopped; a bug ends the watchers with INTERNAL (its error id in the log
+        and the message), where the task died alone and they waited for nothing."""
+        try:
+            await self._polling()
+        except Exception as exc:
+            error_id = new_error_id()
+            log.error(
+                "polling the events of space %s failed (error id %s); its watchers end",
+                self._space_id,
+                error_id,
+                exc_info=exc,
+            )
+            await self._fail(Internal(f"internal error (id {error_id})"))
+
+    async def _polling(self) -> None:
         while True:
             if not self._callers:
                 await self._fail(Unauthenticated(REVOKED))  # each watcher's key was refused
