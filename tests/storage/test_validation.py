@@ -488,6 +488,20 @@ CASES = [
         ["operations[0].append_records.records[0].tool_call_id"],
         "transact-tool-record-without-its-call",
     ),
+    # A negative expected last seq can never hold (seqs start at 1, 0 = none appended): it
+    # was ABORTED as a failed check, as if the session had moved on.
+    case(
+        "Transact",
+        lambda sp, s: storage_pb2.TransactRequest(
+            space_id=sp,
+            preconditions=[
+                Check(session_last_seq=Check.SessionLastSeqCheck(session_id=s, expected=-1))
+            ],
+            operations=[Op(append_records=Op.AppendRecordsOp(session_id=s, records=[rec("r")]))],
+        ),
+        ["preconditions[0].session_last_seq.expected"],
+        "transact-negative-last-seq",
+    ),
     case(
         "Transact",
         lambda sp, s: storage_pb2.TransactRequest(
