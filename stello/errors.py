@@ -64,6 +64,7 @@ from stello.error_tree import (
 )
 
 __all__ = [
+    "DESCRIPTIONS_BYTES",
     "DOMAIN",
     "MAX_DETAIL_BYTES",
     "MAX_MESSAGE_BYTES",
@@ -139,7 +140,13 @@ MAX_MESSAGE_BYTES = 800
 MAX_VIOLATIONS = 10
 """The most field violations an error's details list (the message says how many more)."""
 MAX_DETAIL_BYTES = 200
-"""The longest field path, description, subject or metadata value a detail carries."""
+"""The longest field path, description, subject or metadata value a detail carries (but
+see DESCRIPTIONS_BYTES)."""
+DESCRIPTIONS_BYTES = MAX_VIOLATIONS * MAX_DETAIL_BYTES
+"""The bytes the listed field violations' descriptions share: ten take MAX_DETAIL_BYTES
+each, fewer take more (one up to MAX_MESSAGE_BYTES), so a lone refusal listing what its
+field may hold (WatchSpace's twenty event kinds, 362 bytes) arrives whole, "got 99"
+included, and no status is larger than ten violations make it."""
 # A status travels in the trailers twice (grpc-message, and grpc-status-details-bin),
 # and gRPC clients refuse trailers past 8-16 KiB (decoded sizes) with a
 # RESOURCE_EXHAUSTED of their own ("received metadata size exceeds ..."), losing the
@@ -156,7 +163,9 @@ def cut(text: str, most: int = MAX_DETAIL_BYTES) -> str:
 
 
 def _violations(items: Sequence[FieldViolation]) -> list[FieldViolation]:
-    shown = [FieldViolation(cut(v.field), cut(v.description)) for v in items[:MAX_VIOLATIONS]]
+    listed = items[:MAX_VIOLATIONS]
+    each = min(MAX_MESSAGE_BYTES, DESCRIPTIONS_BYTES // max(len(listed), 1))
+    shown = [FieldViolation(cut(v.field), cut(v.description, each)) for v in listed]
     if len(items) > MAX_VIOLATIONS:
         more = len(items) - MAX_VIOLATIONS
         shown.append(FieldViolation("", f"and {more} more violations not listed"))
@@ -165,7 +174,8 @@ def _violations(items: Sequence[FieldViolation]) -> list[FieldViolation]:
 
 def to_rpc_status(error: StelloError) -> status_pb2.Status:
     """Build the google.rpc.Status (with details) that carries `error` on the wire, each
-    text within its bound (MAX_MESSAGE_BYTES, MAX_VIOLATIONS, MAX_DETAIL_BYTES)."""
+    text within its bound (MAX_MESSAGE_BYTES, MAX_VIOLATIONS, MAX_DETAIL_BYTES and the
+    field violations' DESCRIPTIONS_BYTES)."""
     message = cut(error.message, MAX_MESSAGE_BYTES)
     details = []
     if isinstance(error, FieldError) and error.violations:
