@@ -94,6 +94,16 @@ class TestBounds:
             assert to_rpc_status(InvalidArgument.of(violations)).details[0].Unpack(request)
             assert [len(v.description.encode()) for v in request.field_violations] == [most] * count
 
+    def test_short_descriptions_leave_their_bytes_to_a_long_one(self) -> None:
+        """Nine short violations beside the list of the event kinds leave it whole: the
+        bytes are shared out, the short ones kept, the rest to the long one."""
+        kinds = not_one_of(common_pb2.EventKind, 99)
+        violations = [FieldViolation(f"f{i}", "is required") for i in range(9)]
+        violations.append(FieldViolation("kinds[0]", kinds))
+        request = error_details_pb2.BadRequest()
+        assert to_rpc_status(InvalidArgument.of(violations)).details[0].Unpack(request)
+        assert [v.description for v in request.field_violations] == ["is required"] * 9 + [kinds]
+
     def test_violations_past_the_bound_are_counted(self) -> None:
         violations = [FieldViolation(f"f{i}", "bad") for i in range(MAX_VIOLATIONS + 5)]
         status = to_rpc_status(InvalidArgument("invalid request", violations))
