@@ -65,6 +65,7 @@ from stello.error_tree import (
 )
 
 __all__ = [
+    "DESCRIPTIONS_BYTES",
     "DOMAIN",
     "MAX_DETAIL_BYTES",
     "MAX_MESSAGE_BYTES",
@@ -141,7 +142,13 @@ MAX_MESSAGE_BYTES = 800
 MAX_VIOLATIONS = 10
 """The most field violations an error's details list (the message says how many more)."""
 MAX_DETAIL_BYTES = 200
-"""The longest field path, description, subject or metadata value a detail carries."""
+"""The longest field path, description, subject or metadata value a detail carries (but
+see DESCRIPTIONS_BYTES)."""
+DESCRIPTIONS_BYTES = MAX_VIOLATIONS * MAX_DETAIL_BYTES
+"""The bytes the listed field violations' descriptions share: what short ones leave goes
+to long ones (each up to MAX_MESSAGE_BYTES), so a refusal listing what its field may hold
+(WatchSpace's twenty event kinds, 362 bytes) arrives whole, "got 99" included, and no
+status is larger than ten violations of MAX_DETAIL_BYTES made it."""
 # A status travels in the trailers twice (grpc-message, and grpc-status-details-bin),
 # and gRPC clients refuse trailers past 8-16 KiB (decoded sizes) with a
 # RESOURCE_EXHAUSTED of their own ("received metadata size exceeds ..."), losing the
@@ -157,8 +164,24 @@ def cut(text: str, most: int = MAX_DETAIL_BYTES) -> str:
     return encoded[: most - 3].decode("utf-8", "ignore") + "…"
 
 
+def _shares(sizes: Sequence[int]) -> list[int]:
+    """The bytes each of descriptions of `sizes` bytes may keep: DESCRIPTIONS_BYTES shared
+    out shortest first, each kept whole when it fits an equal share of what is left, the
+    longer ones cut to that share (at most MAX_MESSAGE_BYTES)."""
+    left, kept = DESCRIPTIONS_BYTES, [0] * len(sizes)
+    for place, index in enumerate(sorted(range(len(sizes)), key=sizes.__getitem__)):
+        kept[index] = min(sizes[index], MAX_MESSAGE_BYTES, left // (len(sizes) - place))
+        left -= kept[index]
+    return kept
+
+
 def _violations(items: Sequence[FieldViolation]) -> list[FieldViolation]:
-    shown = [FieldViolation(cut(v.field), cut(v.description)) for v in items[:MAX_VIOLATIONS]]
+    listed = items[:MAX_VIOLATIONS]
+    kept = _shares([len(v.description.encode("utf-8", "surrogatepass")) for v in listed])
+    shown = [
+        FieldViolation(cut(v.field), cut(v.description, most))
+        for v, most in zip(listed, kept, strict=True)
+    ]
     if len(items) > MAX_VIOLATIONS:
         more = len(items) - MAX_VIOLATIONS
         shown.append(FieldViolation("", f"and {more} more violations not listed"))
@@ -167,7 +190,8 @@ def _violations(items: Sequence[FieldViolation]) -> list[FieldViolation]:
 
 def to_rpc_status(error: StelloError) -> status_pb2.Status:
     """Build the google.rpc.Status (with details) that carries `error` on the wire, each
-    text within its bound (MAX_MESSAGE_BYTES, MAX_VIOLATIONS, MAX_DETAIL_BYTES)."""
+    text within its bound (MAX_MESSAGE_BYTES, MAX_VIOLATIONS, MAX_DETAIL_BYTES and the
+    field violations' DESCRIPTIONS_BYTES)."""
     message = cut(error.message, MAX_MESSAGE_BYTES)
     details = []
     if isinstance(error, FieldError) and error.violations:

@@ -22,6 +22,7 @@ from google.protobuf.message import Message
 
 from stello import json_text
 from stello.common.v1 import common_pb2
+from stello.enum_words import enum_words, one_of
 from stello.errors import FieldViolation, InvalidArgument, Violations
 
 MAX_LABEL_CHARS = 200
@@ -86,10 +87,7 @@ def seq_bound(request: Message, name: str, violations: Violations) -> int | None
 def not_one_of(enum: EnumTypeWrapper, value: object) -> str:
     """What a number `enum` has no value for is told: the values in the SDKs' words
     (lowercase, without the enum's prefix, UNSPECIFIED left out) and the number given."""
-    names = enum.keys()
-    prefix = names[0].removesuffix("UNSPECIFIED")
-    words = [name.removeprefix(prefix).lower() for name in names[1:]]
-    return f"must be one of {', '.join(words)}, got {value}"
+    return one_of(enum_words(enum.keys()), value)
 
 
 def label(value: str, violations: Violations, name: str = "label") -> str:

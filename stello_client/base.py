@@ -20,7 +20,7 @@ from typing import Any, NoReturn, Self, TypeAlias, TypeVar
 
 from stello.agent.v1 import agent_pb2
 from stello.channels import ClientTls
-from stello_client.calls import CallOptions, Retry, call_options, retry_of, unary
+from stello_client.calls import CallOptions, Retry, call_options, is_number, retry_of, unary
 from stello_client.channel import CHANNEL_OPTIONS as CHANNEL_OPTIONS
 from stello_client.channel import CLOSED as CLOSED
 from stello_client.channel import Channel as Channel
@@ -110,6 +110,9 @@ class ClientBase:
         Raises:
             ConfigurationError: no gateway or key anywhere, a gateway that is not
                 HOST:PORT (a URL, a missing port), or unusable TLS settings.
+            TypeError: `timeout` or `turn_timeout` not a number nor None, naming it.
+            ValueError: `timeout` or `turn_timeout` a number no call could meet (0,
+                negative, inf, nan, over a year), naming it.
         """
         if _shared is None:
             target = resolve_target(gateway, key, space, tls=tls, plaintext=plaintext)
@@ -374,14 +377,15 @@ def _seconds(name: str, value: float | None) -> float | None:
     """A deadline in seconds: None (none) or a finite number above 0, at most a year.
 
     Raises:
-        ValueError: anything else (0, negative, inf and nan would each end every call
-            in a deadline passed before it began, and so would a number past gRPC's
-            range, about 9.2e9 s), naming the argument.
+        TypeError: not a number (text, bytes, a bool), naming the argument.
+        ValueError: a number outside that range (0, negative, inf and nan would each end
+            every call in a deadline passed before it began, and so would a number past
+            gRPC's range, about 9.2e9 s), naming the argument.
     """
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name}: expected a number of seconds or None, got {value!r}")
+    if not is_number(value):
+        raise TypeError(f"{name}: expected a number of seconds or None, got {value!r}")
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name}: expected a number of seconds above 0 or None, got {value!r}")
     if value > MAX_DEADLINE_S:

@@ -56,9 +56,10 @@ RETRIED_REASONS = frozenset(
 )
 
 
-def _finite(value: object) -> bool:
-    """Whether `value` is a finite int or float (not a bool)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+def is_number(value: object) -> bool:
+    """Whether `value` is an int or a float (not a bool): what a number argument may be; any
+    other type is the caller's TypeError."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,26 +99,30 @@ class Retry:
         """Refuse a field no retry loop can use, naming it.
 
         Raises:
-            ValueError: tries not a whole number of 1 or more, a pause or a duration not
-                a finite number of seconds of 0 or more, a multiplier below 1.
+            TypeError: tries not an int, a pause, a duration or the multiplier not a
+                number (text, None, a bool), naming it.
+            ValueError: tries below 1, a pause or a duration not a finite number of
+                seconds of 0 or more, a multiplier below 1, naming it.
         """
         for name in ("attempts", "llm_attempts"):
             tries = getattr(self, name)
-            if isinstance(tries, bool) or not isinstance(tries, int) or tries < 1:
-                raise ValueError(
+            whole = isinstance(tries, int) and not isinstance(tries, bool)
+            if not whole or tries < 1:
+                raise (ValueError if whole else TypeError)(
                     f"Retry({name}={tries!r}): expected a whole number of tries, 1 or more "
                     "(1: never retry)"
                 )
         for name in ("initial_backoff_s", "max_backoff_s", "busy_for_s", "unavailable_for_s"):
             seconds = getattr(self, name)
-            if not _finite(seconds) or seconds < 0:
-                raise ValueError(
+            if not is_number(seconds) or not math.isfinite(seconds) or seconds < 0:
+                raise (ValueError if is_number(seconds) else TypeError)(
                     f"Retry({name}={seconds!r}): expected a finite number of seconds, 0 or more"
                 )
-        if not _finite(self.multiplier) or self.multiplier < 1:
-            raise ValueError(
-                f"Retry(multiplier={self.multiplier!r}): expected a number of 1 or more (how "
-                "much longer each pause is than the last)"
+        multiplier = self.multiplier
+        if not is_number(multiplier) or not math.isfinite(multiplier) or multiplier < 1:
+            raise (ValueError if is_number(multiplier) else TypeError)(
+                f"Retry(multiplier={multiplier!r}): expected a number of 1 or more (how much "
+                "longer each pause is than the last)"
             )
 
     def pause(self, attempt: int) -> float:

@@ -140,13 +140,16 @@ class ReadCalls(ClientBase):
         `timeout`: each page's (one call, its retries included; default: the client's).
 
         Raises:
+            TypeError: `page_size` or `limit` not a whole number, naming it.
             ValueError: `page_size` outside 0..1000 or a negative `limit`, naming it, before
                 anything is sent (ListRecords' `limit` 0 means no records, and its bound
                 would name `limit`, which is not this method's keyword for the page).
             NotFound: the session is not in the space.
         """
         per_page = _page_size(page_size) or MAX_PAGE
-        if isinstance(limit, int) and limit < 0:
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise TypeError(f"limit: not a value this field holds, got {shown(limit)}")
+        if limit is not None and limit < 0:
             raise ValueError(f"limit: must not be negative, got {limit}")
         token, taken = "", 0
         while limit is None or taken < limit:

@@ -58,6 +58,7 @@ from stello.common.v1.common_pb2 import (
     ToolDefinition,
     TreeNode,
 )
+from stello.enum_words import enum_words, one_of
 from stello_client.errors import shown
 
 ContextName: TypeAlias = Literal["none", "inherit", "compress"]
@@ -135,7 +136,8 @@ def _enum(enum: Any, prefix: str, value: str | int | None, what: str) -> Any:
     Raises:
         TypeError: neither a name nor a number (a list, a float, bytes), naming `what`.
         ValueError: a name or number the enum does not have, naming `what` and listing
-            the names (the gateway would name the protobuf enum's type, ForkContext).
+            the names in the gateway's words (`stello.enum_words`, which the kernel's
+            `not_one_of` words its refusals with; it imports no grpc).
     """
     if value is None:
         return 0
@@ -149,8 +151,7 @@ def _enum(enum: Any, prefix: str, value: str | int | None, what: str) -> Any:
         name = name if name.startswith(prefix) else prefix + name
         if name in enum.keys():
             return enum.Value(name)
-    known = [n.removeprefix(prefix).lower() for n in enum.keys()[1:]]
-    raise ValueError(f"{what}: must be one of {', '.join(known)}, got {value!r}")
+    raise ValueError(f"{what}: {one_of(enum_words(enum.keys()), repr(value))}")
 
 
 def fork_context(value: ContextName | ForkContext | None) -> ForkContext:
@@ -173,7 +174,8 @@ def status_filter(value: StatusFilter | SessionStatus | None) -> SessionStatus:
     try:
         found: SessionStatus = _enum(common_pb2.SessionStatus, "SESSION_STATUS_", value, "status")
     except ValueError:
-        raise ValueError(f"status: must be one of active, archived, all, got {value!r}") from None
+        words = [*enum_words(common_pb2.SessionStatus.keys()), "all"]
+        raise ValueError(f"status: {one_of(words, repr(value))}") from None
     return found
 
 

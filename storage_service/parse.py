@@ -130,6 +130,8 @@ class RequestParser:
         if kind == "session_last_seq":
             check = message.session_last_seq
             sid = parse_uuid(check.session_id, f"{path}.{kind}.session_id", v)
+            if check.expected < 0:
+                v.add(f"{path}.{kind}.expected", "must not be negative (0: no record appended)")
             return LastSeqCheck(sid, check.expected)
         if kind == "insight_unchanged":
             insight = message.insight_unchanged

@@ -118,7 +118,8 @@ class SessionCreator:
             profiles: the configured fork profiles.
             defaults: the gateway's defaults layer.
             budget_s: the time a CreateRoot/Fork may take.
-            summarizer: summarises a COMPRESS fork's source; None = COMPRESS refused.
+            summarizer: summarises a compress fork's source; None = such forks refused
+                (create_app always gives one).
             prompts: the configured texts (the `parent_context` block).
             limits: the record and slot sizes storage accepts (checked before writing).
         """
@@ -176,7 +177,8 @@ class SessionCreator:
             )
         if context is ContextMode.COMPRESS and self._summarizer is None:
             raise FailedPrecondition(
-                "COMPRESS forks need an LLM provider and none is configured",
+                # In the words clients write (context="compress", `--context compress`).
+                "a fork with context compress needs an LLM provider, and none is configured",
                 reason=PROVIDER_NOT_CONFIGURED,
             )
         request_id = internal_request_id("Fork", request.request_id)

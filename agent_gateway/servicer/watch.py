@@ -15,6 +15,7 @@ from stello import validation
 from stello.agent.v1 import agent_pb2
 from stello.channels import WATCH_CURSOR_METADATA
 from stello.common.v1 import common_pb2
+from stello.enum_words import one_of
 from stello.errors import Violations
 
 if TYPE_CHECKING:
@@ -43,9 +44,17 @@ def watch_input(request: agent_pb2.WatchSpaceRequest) -> WatchInput:
                 "must be a cursor WatchSpace sent (SpaceEvent.cursor); leave it unset to start "
                 "at the present",
             )
+    listed = ""  # the first unknown kind lists the kinds; the others point to it
     for index, kind in enumerate(request.kinds):
         if kind not in common_pb2.EventKind.values() or kind == common_pb2.EVENT_KIND_UNSPECIFIED:
-            violations.add(f"kinds[{index}]", validation.not_one_of(common_pb2.EventKind, kind))
+            if listed:
+                refusal = one_of([f"the kinds listed for {listed}"], kind)
+            else:
+                listed, refusal = (
+                    f"kinds[{index}]",
+                    validation.not_one_of(common_pb2.EventKind, kind),
+                )
+            violations.add(f"kinds[{index}]", refusal)
     violations.raise_if_any()
     return WatchInput(space_id, after, frozenset(request.kinds))
 

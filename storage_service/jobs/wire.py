@@ -9,10 +9,11 @@ from __future__ import annotations
 import uuid
 
 from stello.common.v1 import common_pb2
+from stello.enum_words import one_of
 from stello.errors import Violations
 from stello.storage.v1 import storage_pb2
 from stello.timestamps import timestamp
-from stello.validation import parse_uuid
+from stello.validation import not_one_of, parse_uuid
 from storage_service.jobs.repository import Coverage, JobState, OrphanedJob
 from storage_service.models import JobKindName, JobStatusName
 from storage_service.transact.operations import JobCheck, MemoryVersionCheck, UpdateJobOp
@@ -39,7 +40,7 @@ def job_kind(value: common_pb2.JobKind, path: str, v: Violations) -> JobKindName
     """A job kind; a violation for UNSPECIFIED or an unknown value."""
     kind = KINDS.get(value)
     if kind is None:
-        v.add(path, f"must be a job kind ({', '.join(common_pb2.JobKind.keys()[1:])})")
+        v.add(path, not_one_of(common_pb2.JobKind, "none (unset)" if value == 0 else value))
         return "consolidate"
     return kind
 
@@ -82,7 +83,9 @@ def update_job_op(
     if body.release:
         status = STATUSES.get(body.status, "running")
         if status == "running":
-            v.add(f"{path}.status", "must say how the run ended (DONE, BUDGET_SPENT, ...)")
+            got = STATUSES.get(body.status) or ("none (unset)" if body.status == 0 else body.status)
+            ended = one_of([name for name in STATUS_VALUES if name != "running"], got)
+            v.add(f"{path}.status", f"{ended} (a released run says how it ended)")
     return UpdateJobOp(
         sid,
         kind,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.storage.v1 import storage_pb2
-from stello.validation import parse_uuid, space_uuid
+from stello.validation import not_one_of, parse_uuid, space_uuid
 from storage_service.search.service import RecordSearch
 
 MAX_SEARCH_PAGE = 100
@@ -30,12 +30,8 @@ def record_search(request: storage_pb2.SearchRecordsRequest, v: Violations) -> R
     root_id = parse_uuid(request.root_id, "root_id", v) if request.root_id else None
     if request.session_id and request.root_id:
         v.add("root_id", "must be empty when session_id is set (one scope at most)")
-    if request.order not in (
-        common_pb2.SEARCH_ORDER_UNSPECIFIED,
-        common_pb2.SEARCH_ORDER_NEWEST,
-        common_pb2.SEARCH_ORDER_RELEVANCE,
-    ):
-        v.add("order", f"must be NEWEST or RELEVANCE, got unknown value {request.order}")
+    if request.order not in common_pb2.SearchOrder.values():
+        v.add("order", not_one_of(common_pb2.SearchOrder, request.order))
     size = search_page_size(request.page_size, v)
     return RecordSearch(
         space_id=space_id,

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
-from stello.validation import label, parse_uuid, space_uuid
+from stello.validation import label, not_one_of, parse_uuid, space_uuid
 from storage_service.convert import STATUS_FROM_PROTO
 from storage_service.models import MetaUpdate, Status
 
@@ -49,8 +49,7 @@ def status(
         return None
     found = STATUS_FROM_PROTO.get(value)
     if found is None:
-        described = "UNSPECIFIED" if value == 0 else f"unknown value {value}"
-        v.add(name, f"must be ACTIVE or ARCHIVED, got {described}")
+        v.add(name, not_one_of(common_pb2.SessionStatus, "none (unset)" if value == 0 else value))
     return found
 
 

@@ -119,7 +119,7 @@ class TurnService:
                 if locked.queued and not locked.lease_live and not policy.continuation:
                     raise Aborted(
                         f"turns are queued for session {session_id}; retry after them, or "
-                        "send with the ENQUEUE policy",
+                        "set busy to enqueue (wait in line)",
                         reason=TURN_IN_PROGRESS,
                     )
                 lease = await take(uow)

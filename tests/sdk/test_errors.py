@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import math
+import re
 import sys
 import time
 import uuid
@@ -205,21 +206,34 @@ class TestRetryArguments:
         ("given", "said"),
         [
             ({"attempts": 0}, r"^Retry\(attempts=0\): expected a whole number of tries, 1 or more"),
-            ({"attempts": "3"}, r"^Retry\(attempts='3'\): expected a whole number of tries"),
-            ({"llm_attempts": 2.5}, r"^Retry\(llm_attempts=2.5\): expected a whole number"),
             ({"initial_backoff_s": -1}, r"^Retry\(initial_backoff_s=-1\): expected a finite"),
             ({"max_backoff_s": math.nan}, r"^Retry\(max_backoff_s=nan\): expected a finite"),
             ({"multiplier": 0.5}, r"^Retry\(multiplier=0.5\): expected a number of 1 or more"),
             ({"busy_for_s": math.inf}, r"^Retry\(busy_for_s=inf\): expected a finite"),
-            ({"unavailable_for_s": None}, r"^Retry\(unavailable_for_s=None\): expected a"),
         ],
     )
     def test_a_retry_no_call_could_follow_is_refused(self, given: Any, said: str) -> None:
         """A Retry field no retry loop can use is a ValueError naming it when the Retry is
-        made: attempts="3" raised TypeError "'>=' not supported between instances of 'int'
-        and 'str'" from the first failed call, attempts=0 or a nan backoff were kept as
-        given (sdk8)."""
+        made: attempts=0 or a nan backoff were kept as given (sdk8)."""
         with pytest.raises(ValueError, match=said):
+            Retry(**given)
+
+    @pytest.mark.parametrize(
+        ("given", "said"),
+        [
+            ({"attempts": "3"}, r"^Retry\(attempts='3'\): expected a whole number of tries"),
+            ({"llm_attempts": 2.5}, r"^Retry\(llm_attempts=2.5\): expected a whole number"),
+            ({"attempts": True}, r"^Retry\(attempts=True\): expected a whole number"),
+            ({"initial_backoff_s": "1"}, r"^Retry\(initial_backoff_s='1'\): expected a finite"),
+            ({"unavailable_for_s": None}, r"^Retry\(unavailable_for_s=None\): expected a"),
+            ({"multiplier": "2"}, r"^Retry\(multiplier='2'\): expected a number of 1 or more"),
+        ],
+    )
+    def test_a_retry_field_of_the_wrong_type_is_a_type_error(self, given: Any, said: str) -> None:
+        """A Retry field of a type it cannot hold (text, a fraction of a try, None) is a
+        TypeError naming it, as every SDK argument of the wrong type is (it was a ValueError;
+        attempts="3" once raised TypeError "'>=' not supported ..." at the first failure)."""
+        with pytest.raises(TypeError, match=said):
             Retry(**given)
 
     def test_a_retry_that_is_no_retry_is_refused(self) -> None:
@@ -789,11 +803,10 @@ class TestLiveErrors:
         aware = (datetime.now(UTC) - timedelta(minutes=5)).astimezone(east)
         assert [d.id async for d in client.digests(created_after=aware)] == [root.id]
 
-    @pytest.mark.parametrize("seconds", [0, -1, math.inf, math.nan, "5"])
+    @pytest.mark.parametrize("seconds", [0, -1, math.inf, math.nan])
     async def test_a_timeout_no_call_could_meet(self, stack: Stack, seconds: Any) -> None:
-        """0, negative, inf, nan or not a number, as the client's timeout or a call's, is a
-        ValueError naming the argument (each ended the call in DeadlineExceeded, or a
-        TypeError of float + str)."""
+        """0, negative, inf or nan, as the client's timeout or a call's, is a ValueError
+        naming the argument (each ended the call in DeadlineExceeded)."""
         address, key, space = stack.gateway.address, stack.space.key, stack.space.sid
         for name in ("timeout", "turn_timeout"):
             with pytest.raises(ValueError, match=rf"^{name}: expected a number of seconds"):
@@ -801,6 +814,24 @@ class TestLiveErrors:
         async with AsyncClient(address, key, space) as client:
             with pytest.raises(ValueError, match=r"^timeout: expected a number of seconds"):
                 await client.get_tree(timeout=seconds)
+
+    @pytest.mark.parametrize("seconds", ["5", b"5", [5], True])
+    async def test_a_timeout_not_a_number_is_a_type_error(self, stack: Stack, seconds: Any) -> None:
+        """Text, bytes, a list or a bool as the client's timeout or a call's is a TypeError
+        naming the argument, as every SDK argument of the wrong type is (it was a ValueError,
+        which says the type was right and the value not)."""
+        address, key, space = stack.gateway.address, stack.space.key, stack.space.sid
+        got = re.escape(repr(seconds))
+        for name in ("timeout", "turn_timeout"):
+            said = rf"^{name}: expected a number of seconds or None, got {got}$"
+            with pytest.raises(TypeError, match=said):
+                AsyncClient(address, key, space, **{name: seconds})
+        said = rf"^timeout: expected a number of seconds or None, got {got}$"
+        async with AsyncClient(address, key, space) as client:
+            with pytest.raises(TypeError, match=said):
+                await client.get_tree(timeout=seconds)
+            with pytest.raises(TypeError, match=said):
+                [r async for r in client.records("s", timeout=seconds)]
 
     async def test_a_timeout_past_grpcs_range_is_refused(self, stack: Stack) -> None:
         """A timeout over a year (1e10 s, meant as "no limit") is a ValueError saying the

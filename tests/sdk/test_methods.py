@@ -243,6 +243,11 @@ class TestReads:
             [r async for r in client.records(root.id, page_size="2")]  # type: ignore[arg-type]
         with pytest.raises(ValueError, match=r"^limit: must not be negative, got -1$"):
             [r async for r in client.records(root.id, limit=-1)]
+        # A limit not a whole number was a TypeError naming nothing ("'<' not supported
+        # between instances of 'int' and 'str'"), or refused by the first page's request.
+        for wrong in ("2", 2.0, True):
+            with pytest.raises(TypeError, match=r"^limit: not a value this field holds, got "):
+                [r async for r in client.records(root.id, limit=wrong)]  # type: ignore[arg-type]
 
     async def test_the_iterators_take_a_timeout_per_page(self, client: AsyncClient) -> None:
         """records(), digests(), lineage() and shared_memory() take `timeout=` as every

@@ -488,6 +488,20 @@ CASES = [
         ["operations[0].append_records.records[0].tool_call_id"],
         "transact-tool-record-without-its-call",
     ),
+    # A negative expected last seq can never hold (seqs start at 1, 0 = none appended): it
+    # was ABORTED as a failed check, as if the session had moved on.
+    case(
+        "Transact",
+        lambda sp, s: storage_pb2.TransactRequest(
+            space_id=sp,
+            preconditions=[
+                Check(session_last_seq=Check.SessionLastSeqCheck(session_id=s, expected=-1))
+            ],
+            operations=[Op(append_records=Op.AppendRecordsOp(session_id=s, records=[rec("r")]))],
+        ),
+        ["preconditions[0].session_last_seq.expected"],
+        "transact-negative-last-seq",
+    ),
     case(
         "Transact",
         lambda sp, s: storage_pb2.TransactRequest(
@@ -625,6 +639,54 @@ class TestEnumValues:
         assert found == [
             [("role", "must be one of system, user, assistant, tool, got 42")],
             [("slots[0]", "must be one of system_prompt, memory, insight, got 9")],
+        ]
+
+    async def test_status_order_and_job_kind_in_the_words_clients_write(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession
+    ) -> None:
+        """A session status, a search order, a job kind or a run's end no enum has is told
+        in the words clients write (they said "must be ACTIVE or ARCHIVED, got UNSPECIFIED",
+        "must be NEWEST or RELEVANCE, got unknown value 7", "must be a job kind
+        (JOB_KIND_CONSOLIDATE, JOB_KIND_FOLD)", "(DONE, BUDGET_SPENT, ...)")."""
+        sid = str(await make_session())
+        ended = Op(
+            update_job=Op.UpdateJobOp(
+                session_id=sid,
+                kind=common_pb2.JOB_KIND_FOLD,
+                token="t",
+                release=True,
+                status=common_pb2.JOB_STATUS_RUNNING,
+            )
+        )
+        calls = [
+            stub.ListSessions(storage_pb2.ListSessionsRequest(space_id=space.sid, status=9)),  # type: ignore[arg-type]  # no such SessionStatus, on purpose
+            stub.PutSession(
+                storage_pb2.PutSessionRequest(space_id=space.sid, session=meta(sid, status=0))
+            ),
+            stub.SearchRecords(
+                storage_pb2.SearchRecordsRequest(space_id=space.sid, query="q", order=7)  # type: ignore[arg-type]  # no such SearchOrder, on purpose
+            ),
+            stub.ClaimJob(
+                storage_pb2.ClaimJobRequest(space_id=space.sid, session_id=sid, kind=5, ttl_s=5)  # type: ignore[arg-type]  # no such JobKind, on purpose
+            ),
+            stub.Transact(storage_pb2.TransactRequest(space_id=space.sid, operations=[ended])),
+        ]
+        found = [
+            [(v.field, v.description) for v in field_violations(await rpc_error(call))]
+            for call in calls
+        ]
+        assert found == [
+            [("status", "must be one of active, archived, got 9")],
+            [("session.status", "must be one of active, archived, got none (unset)")],
+            [("order", "must be one of newest, relevance, got 7")],
+            [("kind", "must be one of consolidate, fold, got 5")],
+            [
+                (
+                    "operations[0].update_job.status",
+                    "must be one of done, budget_spent, stopped, failed, got running (a "
+                    "released run says how it ended)",
+                )
+            ],
         ]
 
 

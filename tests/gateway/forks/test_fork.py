@@ -8,15 +8,26 @@ belong to the turn loop, not to this part.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 
 import asyncpg
 import grpc
 import pytest
 
+from agent_gateway.forks.compose import ConfigLayer, ContextMode
+from agent_gateway.forks.creator import SessionCreator
+from agent_gateway.forks.inputs import ForkInput
+from agent_gateway.forks.profiles import ProfileRegistry
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello.errors import FieldViolation, Unavailable, error_info_reason, field_violations
+from stello.errors import (
+    FailedPrecondition,
+    FieldViolation,
+    Unavailable,
+    error_info_reason,
+    field_violations,
+)
 from stello.reasons import LLM_UNAVAILABLE
 from stello.storage.v1 import storage_pb2
 from stello.tree.v1 import tree_pb2
@@ -32,6 +43,7 @@ from tests.gateway.conftest import (
     row_counts,
     rpc_error,
 )
+from tests.gateway.llm.support import ENGLISH
 from tests.gateway.turns_support import EMPTY_ANSWERS, SpyProvider, answer
 from tests.support.fixtures import TestSpace
 
@@ -481,3 +493,27 @@ class TestProfileVars:
         assert [v.field for v in field_violations(error)] == ["profile_vars", "profile_vars['z']"]
         assert await row_counts(pool, stack.space) == before
         assert stack.summarizer.calls == []
+
+
+class TestCompressWithoutSummarizer:
+    async def test_the_refusal_names_the_context_as_clients_write_it(self) -> None:
+        """A creator without a summariser refuses a compress fork in the words clients write
+        (context="compress", `--context compress`): it said "COMPRESS forks need ...".
+        The served gateway always has one (create_app builds it over the provider)."""
+        creator = SessionCreator(
+            None,  # type: ignore[arg-type]  # refused before the tree is called
+            None,  # type: ignore[arg-type]  # nor storage
+            None,  # type: ignore[arg-type]  # nor the saga
+            ProfileRegistry(),
+            ConfigLayer(),
+            budget_s=1.0,
+            summarizer=None,
+            prompts=ENGLISH,
+        )
+        fork = ForkInput(uuid.uuid4(), uuid.uuid4(), "child", context=ContextMode.COMPRESS)
+        with pytest.raises(FailedPrecondition) as refused:
+            await creator.fork(None, fork)  # type: ignore[arg-type]  # no call is made
+        assert str(refused.value) == (
+            "a fork with context compress needs an LLM provider, and none is configured"
+        )
+        assert refused.value.reason == "PROVIDER_NOT_CONFIGURED"

@@ -19,6 +19,7 @@ from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.forks.faults import FAULT_POINTS
 from agent_gateway.sessions import watch as watch_module
 from agent_gateway.sessions.watch import Watchers, WatchInput
+from stello import validation
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
 from stello.channels import WATCH_CURSOR_METADATA, open_channel
@@ -236,16 +237,28 @@ class TestRefusals:
 
     async def test_an_unknown_kind_lists_the_kinds(self, stack: Stack) -> None:
         """A kind number no EventKind has (or 0) names the kinds (it said "must be a known
-        EventKind"): all of them in the message, the first ones in the field violation (its
-        description is cut at 200 bytes, as every detail is)."""
+        EventKind"): all of them, in the message and in the field violation (whose
+        description was cut at 200 bytes, before most kinds and "got 99")."""
         error = await Watch(stack.gw, stack.space.sid, None, (1, 99)).error()
         [violation] = field_violations(error)
         assert violation.field == "kinds[1]"
         listed = "must be one of session_committed, session_updated, session_archived, "
         assert violation.description.startswith(listed)
+        assert violation.description.endswith(", metadata_changed, retention_policy_put, got 99")
         message = error.details() or ""
-        assert f"kinds[1]: {listed}" in message
-        assert message.endswith(", metadata_changed, retention_policy_put, got 99")
+        assert message == f"kinds[1]: {violation.description}"
+
+    async def test_many_unknown_kinds_list_the_kinds_once(self, stack: Stack) -> None:
+        """Six unknown kinds list the kinds once, at the first, and the others point to it:
+        each repeated the list, and six lists shared the detail's bytes, every one cut
+        before most kinds and the number given."""
+        error = await Watch(stack.gw, stack.space.sid, None, (1, 99, 98, 97, 96, 95, 94)).error()
+        found = [(v.field, v.description) for v in field_violations(error)]
+        assert found[0] == ("kinds[1]", validation.not_one_of(common_pb2.EventKind, 99))
+        assert found[1:] == [
+            (f"kinds[{i}]", f"must be one of the kinds listed for kinds[1], got {99 - i + 1}")
+            for i in range(2, 7)
+        ]
 
     @pytest.mark.parametrize(
         ("after", "description"),

@@ -5,11 +5,14 @@ from __future__ import annotations
 import inspect
 
 import pytest
+from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 import stello.error_tree
 import stello.errors
+from stello.common.v1 import common_pb2
 from stello.errors import (
+    MAX_DETAIL_BYTES,
     MAX_MESSAGE_BYTES,
     MAX_VIOLATIONS,
     Aborted,
@@ -21,6 +24,7 @@ from stello.errors import (
     cut,
     to_rpc_status,
 )
+from stello.validation import not_one_of
 
 TRAILERS_MOST = 7 * 1024
 """Below gRPC's 8 KiB soft limit on a call's metadata, past which clients may drop it."""
@@ -68,6 +72,37 @@ class TestBounds:
     def test_many_aborted_violations(self) -> None:
         violations = [PreconditionViolation("T", "s" * 5_000, "d" * 5_000)] * 500
         assert trailer_bytes(Aborted("busy", violations=violations)) < TRAILERS_MOST
+
+    def test_a_lone_violation_lists_every_value_its_field_may_hold(self) -> None:
+        """One violation's description may take the bytes ten would share: WatchSpace's
+        list of the event kinds (362 bytes) reaches the client whole, "got 99" included
+        (it was cut at 200 bytes, mid-word, before most kinds and what was given)."""
+        description = not_one_of(common_pb2.EventKind, 99)
+        assert len(description.encode()) > MAX_DETAIL_BYTES
+        status = to_rpc_status(InvalidArgument.field("kinds[0]", description))
+        request = error_details_pb2.BadRequest()
+        assert status.details[0].Unpack(request)
+        assert [(v.field, v.description) for v in request.field_violations] == [
+            ("kinds[0]", description)
+        ]
+
+    def test_many_violations_share_the_bytes(self) -> None:
+        """Ten long descriptions are each cut to MAX_DETAIL_BYTES, as before; five to twice."""
+        for count, most in ((MAX_VIOLATIONS, MAX_DETAIL_BYTES), (5, 2 * MAX_DETAIL_BYTES)):
+            violations = [FieldViolation(f"f{i}", "d" * 5_000) for i in range(count)]
+            request = error_details_pb2.BadRequest()
+            assert to_rpc_status(InvalidArgument.of(violations)).details[0].Unpack(request)
+            assert [len(v.description.encode()) for v in request.field_violations] == [most] * count
+
+    def test_short_descriptions_leave_their_bytes_to_a_long_one(self) -> None:
+        """Nine short violations beside the list of the event kinds leave it whole: the
+        bytes are shared out, the short ones kept, the rest to the long one."""
+        kinds = not_one_of(common_pb2.EventKind, 99)
+        violations = [FieldViolation(f"f{i}", "is required") for i in range(9)]
+        violations.append(FieldViolation("kinds[0]", kinds))
+        request = error_details_pb2.BadRequest()
+        assert to_rpc_status(InvalidArgument.of(violations)).details[0].Unpack(request)
+        assert [v.description for v in request.field_violations] == ["is required"] * 9 + [kinds]
 
     def test_violations_past_the_bound_are_counted(self) -> None:
         violations = [FieldViolation(f"f{i}", "bad") for i in range(MAX_VIOLATIONS + 5)]

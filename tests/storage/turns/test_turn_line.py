@@ -141,6 +141,8 @@ class TestEnqueue:
         assert error.code() is grpc.StatusCode.ABORTED
         assert error_info_reason(error) == "TURN_IN_PROGRESS"
         assert "queued" in (error.details() or "")
+        # In the words its clients take (busy="enqueue"): it said "the ENQUEUE policy".
+        assert "or set busy to enqueue (wait in line)" in (error.details() or "")
         assert (await begin(stub, space, sid, continuation=True)).token
 
     async def test_reject_while_a_turn_runs_names_the_policies(
