@@ -37,15 +37,13 @@ class SpaceCalls:
         was counted (False: no cap). ResourceExhausted SPACE_BUSY at the cap."""
         if self.cap <= 0:
             return False
-        held = self._held.get(space_id, 0)
-        if held >= self.cap:
+        if not self.try_take(space_id):
             raise ResourceExhausted(
-                f"space {shown} has {held} {self._what} on this server, as many as one "
-                f"space may ({self._setting}): retry later",
+                f"space {shown} has {self._held[space_id]} {self._what} on this server, as "
+                f"many as one space may ({self._setting}): retry later",
                 reason=SPACE_BUSY,
                 metadata={"space_id": shown, "limit": str(self.cap)},
             )
-        self._held[space_id] = held + 1
         return True
 
     def try_take(self, space_id: uuid.UUID) -> bool:
