@@ -406,8 +406,7 @@ def _nothing_answered(
         return error
     hint = _connection_hint(error.details.lower(), address, source, secure=secure)
     if hint is not None:
-        error.details = f"{hint}; gRPC: {error.details}"
-        error.args = (f"{error.code.name}: {error.details}",)
+        error._retell(f"{hint}; gRPC: {error.details}")
     return error
 
 
@@ -465,6 +464,5 @@ def _key_refused(error: Unauthenticated, source: str) -> Unauthenticated:
             "pass a key this gateway knows and has not revoked (key= or STELLO_KEY; "
             "`stello up` saves one of its own gateway)"
         )
-    error.details = f"{error.details} ({source}): {advice}"
-    error.args = (f"{error.code.name}: {error.details}",)
+    error._retell(f"{error.details} ({source}): {advice}")
     return error

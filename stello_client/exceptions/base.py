@@ -98,6 +98,11 @@ class RpcError(StelloClientError):
         self.cause = cause
         super().__init__(f"{self.code.name}: {details}" if details else self.code.name)
 
+    def _retell(self, details: str) -> None:
+        """Replace the details, and the message that shows them (a hint added on the way)."""
+        self.details = details
+        self.args = (f"{self.code.name}: {details}" if details else self.code.name,)
+
 
 class FieldError(RpcError):
     """Base of the failures that name the request's field at fault: `field`, the first."""
