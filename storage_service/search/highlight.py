@@ -142,8 +142,9 @@ def _finder(terms: tuple[str, ...]) -> re.Pattern[str]:
 
 
 def _word_group(bodies: list[str]) -> list[str]:
-    """Word terms' bodies as one alternative after the word-start test (none: none)."""
-    return [_WORD_START + "(?:" + "|".join(bodies) + ")"] if bodies else []
+    """Word terms' bodies as one alternative after the word-start test and the marks a word
+    may start with (the tatweel, a letter to Unicode: "ـكتب" is the word "كتب") (none: none)."""
+    return [_WORD_START + f"[{MARKS}]*(?:" + "|".join(bodies) + ")"] if bodies else []
 
 
 def _char(c: str) -> str:
