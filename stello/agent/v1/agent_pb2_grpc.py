@@ -1099,7 +1099,9 @@ class AgentGatewayServicer:
         (a AND b) OR c).
         - word*: a prefix, matched against the words' stems
         ("connect*" finds "connection" and "connected"); a prefix that is a
-        common word is still a prefix ("in*" finds "install").
+        common word is still a prefix ("in*" finds "install"), and the
+        common words themselves stay ignored: "the*" finds "theory", and a
+        hit's `matches` never mark a common word ("the", "them", "there").
         - Chinese, Japanese and Korean text (no spaces needed): two or more
         characters find that exact sequence of characters; one character
         finds it alone. Mixed text works: each part matches as above.
