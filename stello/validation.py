@@ -64,13 +64,20 @@ def space_uuid(value: str, violations: Violations | None = None) -> uuid.UUID:
     return parse_uuid(value, "space_id", violations)
 
 
-def page_size(value: int, violations: Violations, name: str = "page_size") -> int:
-    """Resolve a page size: 0 = the default, negative or above the maximum = a violation."""
-    if value < 0:
-        violations.add(name, "must not be negative")
-    elif value > MAX_PAGE_SIZE:
-        violations.add(name, f"must be at most {MAX_PAGE_SIZE}, got {value}")
-    return value or DEFAULT_PAGE_SIZE
+def page_size(
+    value: int,
+    violations: Violations,
+    name: str = "page_size",
+    *,
+    maximum: int = MAX_PAGE_SIZE,
+    default: int = DEFAULT_PAGE_SIZE,
+) -> int:
+    """Resolve a page size: 0 = `default`, negative or above `maximum` = a violation naming
+    the range and the value, in the same words on every paged read (the searches' pages are
+    smaller: storage_service.search.wire)."""
+    if not 0 <= value <= maximum:
+        violations.add(name, f"must be within 0..{maximum}, got {value}")
+    return value or default
 
 
 def seq_bound(request: Message, name: str, violations: Violations) -> int | None:

@@ -126,6 +126,7 @@ def query_int(
     except ValueError:
         raise ConsoleInputError(f"{name}: must be a whole number, got {raw!r}") from None
     if value < minimum or (maximum is not None and value > maximum):
-        bounds = f"at least {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+        # The services' words for a range (stello.validation.page_size): "within 1..100".
+        bounds = f"at least {minimum}" if maximum is None else f"within {minimum}..{maximum}"
         raise ConsoleInputError(f"{name}: must be {bounds}, got {value}")
     return value

@@ -78,12 +78,11 @@ class StorageSettings(BaseSettings):
         ge=1.0,
         description="Seconds between rounds of the search backfill, which recomputes the "
         "search vectors of records written before migrations 0035, 0038, 0041, 0042, 0043, "
-        "0045 and 0048 (until then a search finds none of their words inside <...>, joined to "
-        "zero-width marks, joined by punctuation, as in JIRA-4411, in full-width letters, "
-        "with accents by their plain letters, in another case, with ё by е, with Hebrew or "
-        "Arabic vowel marks by their plain spelling, nor their emoji and symbols); once "
-        "finished, a "
-        "round is one index probe. "
+        "0045, 0048 and 0049 (until then a search finds none of their words inside <...>, "
+        "joined to zero-width marks, joined by punctuation, as in JIRA-4411, in full-width "
+        "letters, with accents by their plain letters, in another case, with ё by е, with "
+        "Hebrew or Arabic vowel marks, the Arabic tatweel or Quranic marks by their plain "
+        "spelling, nor their emoji and symbols); once finished, a round is one index probe. "
         "At least 1: a round rewrites a batch.",
     )
     search_backfill_batch: int = Field(

@@ -5,6 +5,7 @@ Reads `records.search_vector` and the labels' index; owns `search_backfill` (mig
 user's text into a tsquery that can never be a syntax error (`letters` the accented letters
 it reads as base letters, as migration 0042 does), `highlight` marks the matches in a
 snippet, `symbols` the emoji and symbols it reads as terms of their own (migration 0043),
+`stop_words` the common English words no record's vector holds (none is marked),
 `repository` holds the SQL, `service` runs the two RPCs and `wire` checks their scope, order
 and page size.
 """
@@ -17,6 +18,7 @@ __all__ = [
     "query",
     "repository",
     "service",
+    "stop_words",
     "symbols",
     "wire",
 ]

@@ -1,8 +1,8 @@
-"""SQL of the search backfill (migrations 0035, 0038, 0041, 0042, 0043, 0045, 0048): each
-space's pass over its records.
+"""SQL of the search backfill (migrations 0035, 0038, 0041, 0042, 0043, 0045, 0048, 0049):
+each space's pass over its records.
 
 `search_backfill` holds one row per space that had sessions when 0035, 0038, 0041, 0042, 0043,
-0045 or 0048 changed what `stello_search_vector` makes of a text: where the space's pass
+0045, 0048 or 0049 changed what `stello_search_vector` makes of a text: where the space's pass
 stands (the last (session_id, seq) it went past, the primary key's order) and what it did. A
 batch is one transaction: the global advisory lock (one batch at a time across replicas and
 workers), the space's row locked, the next keys read, the rows among them whose
@@ -23,7 +23,7 @@ import asyncpg
 
 from stello.db.maintenance import across_spaces, bounded
 from storage_service.search.letters import SQL_CASED
-from storage_service.search.query import VOWEL_MARKS
+from storage_service.search.query import QURANIC_MARKS, VOWEL_MARKS
 from storage_service.search.symbols import SQL_SYMBOLS
 
 # pg advisory lock key of the backfill ("stellosb"): one batch at a time, deployment-wide.
@@ -59,9 +59,10 @@ LIMIT $4
 # or a Latin letter with diacritics or a combining mark (0042), or a symbol (symbols.py), a
 # variation selector, a combining mark for symbols or "ẞ" (0043), or a letter past ASCII
 # with a lowercase or the final sigma (0045, letters.py `LOWER`), or "ё" or a Hebrew or Arabic
-# vowel mark (0048, query.py `VOWEL_MARKS`; `stello_search_vector` changes no other), and of
-# those only the ones whose stored
-# vector differs from the function's (`3 < 4` or `Hello, world.` give the same words).
+# vowel mark (0048, query.py `VOWEL_MARKS`), or the Arabic tatweel or a Quranic mark (0049,
+# query.py `QURANIC_MARKS`; `stello_search_vector` changes no other), and of those only the
+# ones whose stored vector differs from the function's (`3 < 4` or `Hello, world.` give the
+# same words).
 REWRITE = (
     r"""
 UPDATE records SET content = content
@@ -74,11 +75,12 @@ WHERE space_id = $1
        OR content ~ '[\u00c0-\u024f\u1e00-\u1eff\u0300-\u036f]'
        OR content ~ '[SYMBOLS\ufe00-\ufe0f\u20d0-\u20ff]'
        OR content ~ '[CASED]'
-       OR content ~ '[\u0451VOWELS]')
+       OR content ~ '[\u0451VOWELSQURANIC]')
   AND search_vector IS DISTINCT FROM stello_search_vector(content)
 """.replace("SYMBOLS", SQL_SYMBOLS)
     .replace("CASED", SQL_CASED)
     .replace("VOWELS", VOWEL_MARKS)
+    .replace("QURANIC", QURANIC_MARKS)
 )
 
 SAVE = """

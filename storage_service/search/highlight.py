@@ -14,6 +14,8 @@ with diacritics as their base letters, as 0042 reads them (`Café` is the word '
 whole, also one for one: letters.py); a CJK lexeme (a bigram or a character)
 matches where it occurs, and so does the symbol a symbol's lexeme names (migration 0043:
 the lexeme of "🚀", the long s U+017F and 'ym1f680' since 0045, marks each "🚀", symbols.py).
+A common English word (stop_words.py) is never marked: no record's vector holds it, so it
+matched nothing ("the*" finds "theory" and marks it, not the "the" before it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import math
 import re
 
 from storage_service.search.query import CJK, COMBINING, MARKS, SEARCHED
+from storage_service.search.stop_words import ENGLISH
 from storage_service.search.symbols import SYMBOLS, symbol_of
 
 SNIPPET_CHARS = 240
@@ -142,8 +145,9 @@ def _finder(terms: tuple[str, ...]) -> re.Pattern[str]:
 
 
 def _word_group(bodies: list[str]) -> list[str]:
-    """Word terms' bodies as one alternative after the word-start test (none: none)."""
-    return [_WORD_START + "(?:" + "|".join(bodies) + ")"] if bodies else []
+    """Word terms' bodies as one alternative after the word-start test and the marks a word
+    may start with (the tatweel, a letter to Unicode: "ـكتب" is the word "كتب") (none: none)."""
+    return [_WORD_START + f"[{MARKS}]*(?:" + "|".join(bodies) + ")"] if bodies else []
 
 
 def _char(c: str) -> str:
@@ -208,7 +212,8 @@ def _spans(
     """What the whole content lowercased matches between `a` and `b` (stops or the
     content's ends), starting before `until`: the matches' (start, end), in the
     content's code points, flattened. A word matches when it starts with one
-    of `terms` or is one of `whole`."""
+    of `terms` or is one of `whole`, unless it is a common English word, which no record's
+    vector holds (stop_words.ENGLISH: "the*" found "theory", not "the")."""
     lowered = _lower(content[a:b])
     spans: list[int] = []
     words = tuple(t for t in terms if not _ANYWHERE.search(t))
@@ -217,7 +222,7 @@ def _spans(
             if a + m.start() >= until:
                 break
             word = _MARK.sub("", m.group())
-            if word.startswith(words) or word in whole:
+            if (word.startswith(words) or word in whole) and word not in ENGLISH:
                 spans += (a + m.start(), a + m.end())
     for term in (t for t in terms if _ANYWHERE.search(t)):
         at = lowered.find(term)

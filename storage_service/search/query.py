@@ -33,12 +33,20 @@ CJK = (
 # diacritical marks (U+0300-U+036F: "e" and U+0301 is "e", as "é" is), and since 0043 the
 # variation selectors (U+FE00-U+FE0F: "❤️" is "❤") and the combining marks for symbols
 # (U+20D0-U+20FF: the keycap "1️⃣" is "1"), and since 0048 the Hebrew points and cantillation
-# marks (VOWEL_MARKS: "שָׁלוֹם" is "שלום") and the Arabic harakat ("كَتَبَ" is "كتب"), escaped as
-# both Python's and PostgreSQL's regular expressions read them (the backfill's prefilter).
+# marks (VOWEL_MARKS: "שָׁלוֹם" is "שלום") and the Arabic harakat ("كَتَبَ" is "كتب"), and since 0049
+# the Arabic tatweel and the Quranic annotation marks (QURANIC_MARKS: "كـتـب" is "كتب", "فِيهِۦ"
+# is "فيه"), escaped as both Python's and PostgreSQL's regular expressions read them (the
+# backfill's prefilter).
 VOWEL_MARKS = r"\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u064b-\u065f\u0670"
+# The tatweel (U+0640, the kashida that stretches a word: a letter to Unicode, Lm, so a
+# stretched word was a word of its own), the honorific signs and small letters above
+# (U+0610-U+061A) and the Quranic marks of U+06D6-U+06ED (pause marks, small high and low
+# letters, the end of ayah, the rub el hizb, the place of sajdah, the stops).
+QURANIC_MARKS = r"\u0610-\u061a\u0640\u06d6-\u06ed"
 MARKS = (
     "\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\u0300-\u036f\ufe00-\ufe0f\u20d0-\u20ff"
     + VOWEL_MARKS
+    + QURANIC_MARKS
 )
 _MARK = re.compile(f"[{MARKS}]+")
 # Migration 0041's one-for-one mapping of the full-width forms (U+FF01-U+FF5E) to ASCII and
@@ -146,7 +154,8 @@ def normalise(text: str) -> str:
     lowercase every letter past ASCII (LOWER: "ПРИВЕТ" is "привет") and read the final sigma
     as the sigma; ASCII is lowercased by the text-search configuration, in every locale. Since
     0048 both read "ё" and "Ё" as U+0435 (YO: "Ёлка" is "елка") and remove the Hebrew
-    points and cantillation marks and the Arabic harakat (VOWEL_MARKS)."""
+    points and cantillation marks and the Arabic harakat (VOWEL_MARKS), and since 0049 the
+    Arabic tatweel and the Quranic annotation marks (QURANIC_MARKS: "كـتـب" is "كتب")."""
     return _MARK.sub("", text.translate(SEARCHED).translate(_ANGLE))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
 from stello.storage.v1 import storage_pb2
-from stello.validation import not_one_of, parse_uuid, space_uuid
+from stello.validation import not_one_of, page_size, parse_uuid, space_uuid
 from storage_service.search.service import RecordSearch
 
 MAX_SEARCH_PAGE = 100
@@ -17,10 +17,8 @@ DEFAULT_SEARCH_PAGE = 20
 
 
 def search_page_size(value: int, v: Violations) -> int:
-    """A search's page size: 0 = 20, at most 100."""
-    if not 0 <= value <= MAX_SEARCH_PAGE:
-        v.add("page_size", f"must be within 0..{MAX_SEARCH_PAGE}, got {value}")
-    return value or DEFAULT_SEARCH_PAGE
+    """A search's page size: 0 = 20, at most 100 (the kernel's check, in its words)."""
+    return page_size(value, v, maximum=MAX_SEARCH_PAGE, default=DEFAULT_SEARCH_PAGE)
 
 
 def record_search(request: storage_pb2.SearchRecordsRequest, v: Violations) -> RecordSearch:

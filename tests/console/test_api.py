@@ -819,3 +819,24 @@ class TestGatewayDown:
         error = reply.json()["error"]
         assert error["message"] == "the gateway is not answering; try again shortly"
         assert dead in caplog.text
+
+
+class TestPageSizes:
+    """The page sizes of the console's reads."""
+
+    @pytest.mark.parametrize(
+        ("path", "size", "message"),
+        [
+            pytest.param("/api/search?q=x&", 101, "must be within 1..100, got 101", id="search"),
+            pytest.param("/api/search?q=x&", 0, "must be within 1..100, got 0", id="search-0"),
+            pytest.param("/api/digests?", 1001, "must be within 1..1000, got 1001", id="digests"),
+        ],
+    )
+    async def test_a_page_size_out_of_range_names_the_range_and_the_value(
+        self, api: Api, path: str, size: int, message: str
+    ) -> None:
+        """A page size out of range is refused in the services' words: the range and the
+        value sent ("must be within 0..100, got 101" from SearchRecords)."""
+        reply = await api.call("GET", f"{path}page_size={size}")
+        assert reply.status == 400
+        assert reply.json()["error"]["message"] == f"page_size: {message}"

@@ -1099,7 +1099,9 @@ class AgentGatewayServicer:
         (a AND b) OR c).
         - word*: a prefix, matched against the words' stems
         ("connect*" finds "connection" and "connected"); a prefix that is a
-        common word is still a prefix ("in*" finds "install").
+        common word is still a prefix ("in*" finds "install"), and the
+        common words themselves stay ignored: "the*" finds "theory", and a
+        hit's `matches` never mark a common word ("the", "them", "there").
         - Chinese, Japanese and Korean text (no spaces needed): two or more
         characters find that exact sequence of characters; one character
         finds it alone. Mixed text works: each part matches as above.
@@ -1126,7 +1128,10 @@ class AgentGatewayServicer:
         U+0670) are left out, in the query as in the records: "елка" finds
         "ёлка" and "Ёлка", "كتب" finds "كَتَبَ", "שלום" finds "שָׁלוֹם", and the
         reverse (records stored before migration 0048 once the backfill has
-        reached them). Emoji and
+        reached them). The Arabic tatweel (U+0640) and the Quranic marks
+        (U+0610-U+061A, U+06D6-U+06ED) are left out too: "كتب" finds "كـتـب",
+        "فيه" finds "فِيهِۦ", and the reverse (records stored before migration
+        0049 once the backfill has reached them). Emoji and
         symbols are terms of their own, in the query as in the records: "🚀",
         "✅", "→", "€" or "★" alone, or with words ("deploy 🚀", glued or not),
         finds the records holding them; a run of symbols ("★★") finds them in
@@ -1168,7 +1173,8 @@ class AgentGatewayServicer:
         "JIRA-4411"), its full-width letters and digits read as ASCII
         ("ＡＰＩ" finds "API"), its letters with diacritics as their base
         letters ("cafe" finds "Café"), its "ё" as "е" and its Hebrew and Arabic
-        vowel marks left out ("елка" finds "Ёлка", "كتب" finds "كَتَبَ"), and its
+        vowel marks left out ("елка" finds "Ёлка", "كتب" finds "كَتَبَ"), its
+        tatweel and Quranic marks left out ("كتب" finds "كـتـب"), and its
         emoji and symbols are terms of their own ("🚀" finds "Launch 🚀", as in
         SearchRecords).
         A session is answered once. Provisional and

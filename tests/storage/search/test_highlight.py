@@ -11,6 +11,7 @@ import pytest
 from storage_service.search import highlight
 from storage_service.search.highlight import snippet
 from storage_service.search.query import CJK, COMBINING, MARKS, SEARCHED
+from storage_service.search.stop_words import ENGLISH
 
 # The highlight before explore11 F2, the oracle: the whole content lowercased, every word read
 # (a word ends at `_`, which the records read as a space; it takes the combining marks).
@@ -25,7 +26,8 @@ def _old_ranges(content: str, terms: tuple[str, ...]) -> list[tuple[int, int]]:
     words = [t for t in terms if not _HAS_CJK.search(t)]
     if words:
         for m in _WORD.finditer(lowered):
-            if _MARK.sub("", m.group()).startswith(tuple(words)):
+            word = _MARK.sub("", m.group())
+            if word.startswith(tuple(words)) and word not in ENGLISH:  # common words: none
                 spans.append(m.span())
     for term in (t for t in terms if _HAS_CJK.search(t)):
         at = lowered.find(term)
@@ -85,6 +87,7 @@ CORPUS = [
     ("Ёлка, ЁЛКА и зелёная елка", ("елк", "зелен")),  # "ё" (0048)
     ("كَتَبَ الدَّرْسَ و كتب", ("كتب", "الدرس")),  # the harakat (0048)
     ("שָׁלוֹם־עוֹלָם שלום", ("שלום", "עולם")),  # niqqud, the maqaf (0048)
+    ("كـتـب ـكتب فِيهِۦ محمدؐ ۞ هدى", ("كتب", "فيه", "محمد", "هد")),  # tatweel, Quranic (0049)
 ]
 
 
@@ -95,14 +98,16 @@ def test_the_snippet_is_the_whole_text_highlights(content: str, terms: tuple[str
 
 def test_random_texts_have_the_same_snippets() -> None:
     """Texts of words, marks, tags, CJK, full-width forms, letters with diacritics, "ё", the
-    Arabic and Hebrew vowel marks and the characters whose lowercase is special (`İ` is two
-    code points, `Σ` depends on what follows, U+017F and U+212A fold to ASCII in a regex)."""
+    Arabic and Hebrew vowel marks, the tatweel and Quranic marks and the characters whose
+    lowercase is special (`İ` is two code points, `Σ` depends on what follows, U+017F and
+    U+212A fold to ASCII in a regex)."""
     alphabet = [*"abcsiσςΣİIıſKkK", " ", " ", "\n", "\u3000", "\u200b", "\u00ad", "\u2060"]
     alphabet += [*"'.<>_1éÉßẞ", "\u0307", "水", "壶", "ー", "ア", "한"]
     alphabet += ["\uff21", "\uff41", "\uff33", "\uff11", "\uff0d", "\uff3f"]  # full width
     alphabet += [*"àÀçŁłøİšẞǾ", "\u0301", "\u0308"]  # letters with diacritics, marks (0042)
     alphabet += [*"ёЁеЕлк", *"كتب", "\u064e", "\u0651", "\u0670", *"שלו", "\u05b8", "\u05c1"]
     alphabet += ["\u05be", "\u0591"]  # "ё", the harakat, niqqud and cantillation (0048)
+    alphabet += ["\u0640", "\u0610", "\u06e5", "\u06dd", "\u06de"]  # tatweel, Quranic (0049)
     rng = random.Random(11)
     for _ in range(1500):
         text = "".join(rng.choice(alphabet) for _ in range(rng.choice([5, 40, 300, 1500])))

@@ -24,6 +24,7 @@ from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from storage_service import create_app
 from storage_service.config import StorageSettings
 from storage_service.search.repository import SEARCH_RECORDS, SEARCH_SESSIONS, SearchRepository
+from storage_service.search.stop_words import ENGLISH
 from tests.storage.helpers import ASSISTANT, rec, rpc_error
 from tests.storage.records.test_lineage import append, inherit
 from tests.support.fixtures import MakeSession, ServerStarter, TestSpace
@@ -155,6 +156,44 @@ class TestMatching:
         await append(stub, space, sid, rec("install the index"), rec("benchmark theory"), rec("x"))
         hits = await search(stub, space, query)
         assert [w for h in reversed(hits) for w in marked(h)] == words
+
+    @pytest.mark.parametrize(
+        ("query", "words"),
+        [
+            ("the*", ["theory"]),
+            ("in*", ["index"]),
+            ("the* in*", ["theory", "index"]),
+            ("wills", ["wills"]),
+        ],
+    )
+    async def test_a_prefix_marks_no_common_word(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, query: str, words: list[str]
+    ) -> None:
+        """A common word is in no record's vector, so no query finds it, and a hit marks none:
+        "the*" marks "theory", not "the", "them" nor "there"; "wills" (the stem 'will') marks
+        "wills", not "will"."""
+        sid = await make_session()
+        await append(
+            stub, space, sid, rec("The theory of them: there, in the index, it will wills")
+        )
+        (hit,) = await search(stub, space, query)
+        assert marked(hit) == words
+
+    async def test_the_common_words_are_the_servers(self, pool: asyncpg.Pool) -> None:
+        """The highlighter's common words (stop_words.ENGLISH) are those of the server's
+        'english' configuration: each is left out of a vector, and the server's file lists
+        them all."""
+        listed = await pool.fetchval(
+            "SELECT pg_read_file(setting || '/tsearch_data/english.stop')"
+            " FROM pg_config WHERE name = 'SHAREDIR'"
+        )
+        assert set(listed.split()) == ENGLISH
+        kept = await pool.fetchval(
+            "SELECT array_agg(w) FROM unnest($1::text[]) AS w"
+            " WHERE to_tsvector('english', w) <> ''::tsvector",
+            sorted(ENGLISH),
+        )
+        assert kept is None
 
     @pytest.mark.parametrize(
         ("query", "seqs"),
