@@ -713,9 +713,10 @@ def _polling(space: UUID) -> list[asyncio.Task[object]]:
 
 
 async def test_a_poller_ended_by_a_bug_leaves_no_other_poller_running() -> None:
-    """A poller whose task ended with an unexpected error raises it from its stop: the
-    gateway's stop still stops every other poller (before, it skipped the ones after: they
-    kept polling a storage that was shutting down), then raises it."""
+    """A poller hit by a bug ends (its watchers told INTERNAL, test_poller_failure.py); the
+    gateway's stop still stops every other poller (before, a poller whose task had ended
+    with the error raised it from its stop and the ones after it were skipped: they kept
+    polling a storage that was shutting down)."""
     broken, other = uuid4(), uuid4()
     watchers = Watchers(cast(StorageClient, _BrokenForOneSpace(broken)), interval_s=0.05)
     async with contextlib.AsyncExitStack() as inside:
@@ -728,6 +729,5 @@ async def test_a_poller_ended_by_a_bug_leaves_no_other_poller_running() -> None:
                 break
             await asyncio.sleep(0.01)
         assert _polling(other) and not any(t.done() for t in _polling(other))
-        with pytest.raises(RuntimeError, match="a bug in the poller's read"):
-            await watchers.stop()
+        await watchers.stop()
         assert _polling(other) == []
