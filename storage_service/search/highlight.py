@@ -37,6 +37,7 @@ _WORD = re.compile(rf"(?:(?![_{CJK}{SYMBOLS}])\w)(?:(?![_{CJK}{SYMBOLS}])\w|[{MA
 _MARK = re.compile(f"[{MARKS}]+")
 # A term that matches where it occurs: CJK (bigrams, characters) and symbols.
 _ANYWHERE = re.compile(rf"[{CJK}{SYMBOLS}]")
+_VOWEL = re.compile(r"[aeiou]|(?<!^)y")  # Porter's vowel: "y" is one after a first letter
 
 
 def _positive(tsquery: str) -> list[tuple[str, bool]]:
@@ -111,8 +112,10 @@ def _is_whole(lexeme: str) -> bool:
 
 def _unstemmed(lexeme: str) -> str | None:
     """The word start the stemmer rewrote into `lexeme`'s end, or None (only stems of three
-    characters or more: a shorter one would mark too many words)."""
-    if len(lexeme) < 3 or _ANYWHERE.search(lexeme):
+    characters or more: a shorter one would mark too many words). The English (Porter)
+    stemmer makes either rewrite only when a vowel comes before the end it rewrites: 'use'
+    came from "using", but 'the' from no word in "ing" ("thing" stays 'thing')."""
+    if len(lexeme) < 3 or _ANYWHERE.search(lexeme) or not _VOWEL.search(lexeme[:-1]):
         return None
     if lexeme.endswith("i"):
         return lexeme[:-1] + "y"

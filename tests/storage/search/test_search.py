@@ -179,6 +179,29 @@ class TestMatching:
         (hit,) = await search(stub, space, query)
         assert marked(hit) == words
 
+    @pytest.mark.parametrize(
+        ("query", "words"),
+        [
+            ("the*", ["theory"]),
+            ("thing", ["thing"]),
+            ("using*", ["using", "useful"]),
+            ("policy", ["policy"]),
+        ],
+    )
+    async def test_a_stem_marks_the_words_it_was_made_from_only(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, query: str, words: list[str]
+    ) -> None:
+        """The English stemmer drops "ing" (and writes "e") only after a vowel, and writes "i"
+        for a final "y" only after one: 'the':* came from no word in "ing", so "thing" (whose
+        stem is 'thing') is not marked, where the highlighter marked it for "the*"; 'use'
+        still marks "using"."""
+        sid = await make_session()
+        await append(
+            stub, space, sid, rec("The thing about theory: using a policy is useful, they say")
+        )
+        (hit,) = await search(stub, space, query)
+        assert marked(hit) == words
+
     async def test_the_common_words_are_the_servers(self, pool: asyncpg.Pool) -> None:
         """The highlighter's common words (stop_words.ENGLISH) are those of the server's
         'english' configuration: each is left out of a vector, and the server's file lists
