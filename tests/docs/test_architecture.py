@@ -1,4 +1,5 @@
-"""docs/architecture.md names every module and folder of each package, in that package's section.
+"""docs/architecture.md names every module and folder of each package, in that package's section,
+and every benchmark of `bench/`.
 
 A newcomer finds a module through the page's tables; a module added without a line there is
 one they cannot find from it (STYLE §16). Each package's section is the text between its
@@ -16,7 +17,7 @@ import pytest
 from tests.docs.test_references import REPO
 
 PAGE = REPO / "docs/architecture.md"
-PROGRAMS = ("### The programs", "## The path of a Send")
+PROGRAMS = ("### The programs", "### Benchmarks")
 SECTIONS = {
     "stello": ("### Inside the kernel", "### Inside the gateway"),
     "agent_gateway": ("### Inside the gateway", "### Inside storage"),
@@ -25,6 +26,7 @@ SECTIONS = {
     "stello_client": PROGRAMS,
     "stello_cli": PROGRAMS,
     "stello_console": PROGRAMS,
+    "bench": ("### Benchmarks", "## The path of a Send"),
 }
 """Each package and the text that opens and closes its section of the page."""
 SKIPPED_FILES = {"__init__.py", "__main__.py"}
