@@ -15,7 +15,9 @@ rooms below it; `lint-imports` checks it):
 - `llm/`: the providers behind one interface, and the configured prompt texts;
 - `clients/`: typed clients of storage and tree, the only way to data.
 
-`app` is the composition root (STYLE §3), `config` the gateway's settings.
+`app` is the composition root (STYLE §3), `config` the gateway's settings (`config_checks`
+the checks its validators make), `files` the prompts, profiles and skills files its settings
+name, read and checked together at start.
 """
 
 import stello  # noqa: F401 (first: its import settles gRPC fork support before grpc loads)

@@ -1,5 +1,6 @@
 """The `stello` command line: the composition roots on the top floor (STYLE §16).
 
+`main` parses the command line, runs the command and chooses the exit code.
 `stello up` (`stello_cli.up.suite`) wires the three services together in one
 process; the client commands (one module per group, registered in `parser`:
 `sessions/`, `turns/` (send, records, chat), `space/` (tree, search, watch,

@@ -8,7 +8,9 @@
             ...
 
 - `AsyncClient` / `Client`: one method per gateway RPC (`aio`, `sync`, over
-  `base`, `calls`: key, request ids, deadlines, safe retries);
+  `base`, `channel`, `requests` and `calls`: key, request ids, deadlines, safe retries),
+  mixed in from `sessions`, `slots`, `turns`, `reads`, `shared_memory`, `retention`
+  and `watching` (`watch()`);
 - `exceptions`: what a failed call raises, by status and ErrorInfo reason;
 - `types`: the generated messages the methods take and answer, enum names;
 - `target`, `credentials`: where to connect (arguments, environment, `stello up`'s file);

@@ -19,6 +19,8 @@ from typing import Any, Literal, TypeAlias, TypedDict, TypeVar, Unpack
 from google.protobuf import message, struct_pb2
 
 from stello.agent.v1.agent_pb2 import (
+    ApplyRetentionResponse,
+    ConsolidateResponse,
     GetLineageResponse,
     ListRecordsResponse,
     ListSessionDigestsResponse,
@@ -74,8 +76,10 @@ ToolResultsStreamEvent: TypeAlias = TextDelta | ToolCall | SubmitToolResultsResp
 then the continuation as `submit_tool_results` answers it."""
 
 __all__ = [
+    "ApplyRetentionResponse",
     "BusyName",
     "BusyPolicy",
+    "ConsolidateResponse",
     "ContextName",
     "DigestFilter",
     "EventKind",

@@ -5,6 +5,12 @@ the user's key and serves plain JavaScript modules; `stello up` runs it on
 loopback behind a token that outlives restarts (derived from a signing secret
 kept beside the saved credentials), `python -m stello_console` in a deployment.
 It imports no service package: it is a client of `stello.agent.v1`.
+
+`app` is its composition root, `security` the guard (Host, Origin, sign-in), `api` the JSON
+endpoints and the SendStream relay (what they read of a request: `inputs`), `live` WatchSpace
+as server-sent events, `gateway` its calls through the SDK, `convert` replies as its JSON,
+`lookup` the space's name and ids by prefix, `errors` failures as the page sees them;
+`static/` holds the page (plain ES modules, no build step).
 """
 
 from __future__ import annotations

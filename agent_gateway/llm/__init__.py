@@ -1,5 +1,13 @@
 """LLM providers behind one interface (DESIGN §6), and the helper calls that use them.
 
+- `base`: the interface (`LLMProvider`), its messages and stream events, `estimate_tokens`;
+- `echo`: the offline `echo` provider (it also answers `/tool NAME {json}` with tool calls);
+- `lazy`: the configured provider, built on first use, and what one without its key says;
+- `deadlines`: the caller's deadline a model call is made within;
+- `tool_arguments`: the tool arguments a model wrote, read as a JSON object;
+- `prompts/`: the built-in texts, the prompts file, the helper calls' messages;
+- `network/`: what talks HTTP to the providers.
+
 The network providers live in `agent_gateway.llm.network.openai_provider` and
 `agent_gateway.llm.network.anthropic_provider`; `build_provider` imports them only when
 they are configured, so the SDKs cost nothing to a gateway running `echo`.

@@ -1,8 +1,9 @@
-"""The search backfill (migrations 0035, 0038, 0041, 0042, 0043): records written before them
-become searchable by their tag words, their words joined to invisible marks, their words
-joined by ASCII punctuation ("JIRA-4411", "example.com"), their full-width words (U+FF21
-U+FF30 U+FF29 as "api"), their accented words by their base letters ("café" as "cafe") and
-their emoji and symbols ("🚀"), in bounded batches.
+"""The search backfill (migrations 0035, 0038, 0041, 0042, 0043, 0045, 0048, 0049): records
+written before them become searchable by their tag words, their words joined to invisible
+marks, their words joined by ASCII punctuation ("JIRA-4411", "example.com"), their full-width
+words (U+FF21 U+FF30 U+FF29 as "api"), their accented words by their base letters ("café" as
+"cafe"), their emoji and symbols ("🚀"), their capitals in any script ("ПРИВЕТ"), "ёлка" as "елка"
+and without Hebrew and Arabic vowel marks, the tatweel or Quranic marks, in bounded batches.
 
 `records.search_vector` is a STORED generated column: 0035's new
 `stello_search_vector` gives the new vector to rows written from then on, and this

@@ -38,6 +38,20 @@ def test_exports() -> None:
     assert all(getattr(stello_client, name) is not None for name in stello_client.__all__)
 
 
+def test_every_message_a_method_answers_is_in_types() -> None:
+    """What a method of the client answers is importable from `stello_client.types`, as
+    docs/python.md promises ("`stello_client.types` re-exports them"), to annotate with."""
+    import stello_client.types
+
+    answered = set()
+    for name, method in inspect.getmembers(stello_client.AsyncClient, inspect.isfunction):
+        if not name.startswith("_"):
+            returns = str(inspect.signature(method).return_annotation)
+            answered |= set(re.findall(r"(?:agent|common)_pb2\.(\w+)", returns))
+    assert answered
+    assert sorted(answered - set(stello_client.types.__all__)) == []
+
+
 def test_the_exceptions_are_one_public_module_over_their_families() -> None:
     """`stello_client.exceptions` names every class and function its family modules define,
     so `from stello_client.exceptions import X` stays the one import a program needs."""
