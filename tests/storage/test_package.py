@@ -31,6 +31,7 @@ ROOMS = {
         "query",
         "repository",
         "service",
+        "stop_words",
         "symbols",
         "wire",
     ],
