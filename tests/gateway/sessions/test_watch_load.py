@@ -116,8 +116,8 @@ class Writer:
     async def failed_transact(self, session: str) -> None:
         check = storage_pb2.Precondition(
             session_last_seq=storage_pb2.Precondition.SessionLastSeqCheck(
-                session_id=session, expected=-1
-            )
+                session_id=session, expected=10**9
+            )  # a seq no writer reaches: the check never holds
         )
         bump = storage_pb2.Operation(bump_turn=storage_pb2.Operation.BumpTurnOp(session_id=session))
         request = storage_pb2.TransactRequest(
