@@ -10,6 +10,7 @@ import re
 import sys
 import time
 import uuid
+from collections.abc import AsyncGenerator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from functools import partial
 from pathlib import Path
@@ -21,6 +22,8 @@ import pytest
 from grpc.aio import Metadata
 
 from agent_gateway.app import GatewayClients
+from agent_gateway.llm import EchoProvider, LLMMessage, StreamEvent, ToolSpec
+from agent_gateway.llm import TextDelta as ModelDelta
 from stello import errors, reasons
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore, new_secret
@@ -449,16 +452,16 @@ class TestLiveErrors:
         """A stream whose timeout passes after text arrived (gRPC: "Stream removed (Deadline
         Exceeded)") says what a passed deadline means, as `send` does, not gRPC's words
         (explore12 F7)."""
-        slow = await start_gateway(echo_delay_s=0.4)
+        slow = await start_gateway(provider=OneDeltaThenSilence())
         deltas = 0
         async with AsyncClient(slow.address, stack.space.key, stack.space.sid) as client:
             root = await client.create_root()
             with pytest.raises(DeadlineExceeded) as caught:
-                async for event in client.stream(root.id, "hello there", timeout=0.6):
+                async for event in client.stream(root.id, "hello there", timeout=2):
                     deltas += isinstance(event, TextDelta)
-        assert deltas >= 1
+        assert deltas == 1
         assert str(caught.value).startswith(
-            "DEADLINE_EXCEEDED: the call's deadline passed (timeout=0.6 s, retries included) "
+            "DEADLINE_EXCEEDED: the call's deadline passed (timeout=2 s, retries included) "
             "before the gateway answered"
         )
 
@@ -1040,3 +1043,19 @@ class TestToolArguments:
             tool_result(five, "x")
         with pytest.raises(TypeError, match=r"^name: .*, got 5: it holds str$"):
             tool(five)
+
+
+class OneDeltaThenSilence(EchoProvider):
+    """A model whose stream sends one text delta at once, then nothing: a call's deadline
+    passes after text arrived, however long the turn took to begin."""
+
+    async def stream(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """One delta, then a wait that only the call's end (its deadline) cuts."""
+        yield ModelDelta("hello")
+        await asyncio.Event().wait()
