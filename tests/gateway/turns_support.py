@@ -326,6 +326,15 @@ async def cancel_reached(stack: Stack, within_s: float = 10.0) -> None:
     await wait_for(lambda: any(t.cancelling() for t in chain.in_flight), within_s=within_s)
 
 
+async def calls_ended(stack: Stack, within_s: float = 30.0) -> None:
+    """Until every call in flight on the stack's gateway has ended, its cleanup done (one
+    its client cancelled ends once the cancellation reached its handler): what a test
+    waits for before it checks what such a call left, or that it did nothing more."""
+    chain = stack.gateway.app.chain
+    assert chain is not None
+    assert await chain.ended(within_s) == 0, "a call on the gateway never ended"
+
+
 async def send_when_free(
     stack: Stack, session_id: str, content: str, *, within_s: float = 3.0
 ) -> Any:
