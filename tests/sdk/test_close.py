@@ -11,6 +11,7 @@ from stello_client import AsyncClient, Retry
 from stello_client.exceptions import Cancelled
 from stello_client.types import TextDelta
 from tests.gateway.conftest import GatewayStarter, Stack
+from tests.sdk.conftest import StalledModel
 
 pytestmark = pytest.mark.sql
 
@@ -25,7 +26,7 @@ async def test_close_ends_a_send_and_a_stream_in_flight_with_cancelled(
 ) -> None:
     """A send waiting for the model and a stream between its events, when the client
     closes, raise Cancelled; the client's next call opens the channel again."""
-    slow = await start_gateway(echo_delay_s=1.0)
+    slow = await start_gateway(provider=StalledModel())
     client = slow_client(slow.address, stack)
     first, second = [(await client.create_root(label=label)).id for label in ("s", "t")]
     send = asyncio.create_task(client.send(first, "slow"))

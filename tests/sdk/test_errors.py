@@ -10,7 +10,6 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import AsyncGenerator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from functools import partial
 from pathlib import Path
@@ -22,8 +21,6 @@ import pytest
 from grpc.aio import Metadata
 
 from agent_gateway.app import GatewayClients
-from agent_gateway.llm import EchoProvider, LLMMessage, StreamEvent, ToolSpec
-from agent_gateway.llm import TextDelta as ModelDelta
 from stello import errors, reasons
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore, new_secret
@@ -80,7 +77,7 @@ from tests.gateway.turns.test_lost_reply import (  # noqa: F401 (a fixture used 
     _losing,
 )
 from tests.gateway.turns_support import SpyProvider, roles, wait_for
-from tests.sdk.conftest import client_of
+from tests.sdk.conftest import StalledModel, client_of
 from tests.support.fixtures import ServerStarter, new_space
 from tree_service.app import create_app as tree_app
 from tree_service.config import TreeSettings
@@ -452,7 +449,7 @@ class TestLiveErrors:
         """A stream whose timeout passes after text arrived (gRPC: "Stream removed (Deadline
         Exceeded)") says what a passed deadline means, as `send` does, not gRPC's words
         (explore12 F7)."""
-        slow = await start_gateway(provider=OneDeltaThenSilence())
+        slow = await start_gateway(provider=StalledModel())
         deltas = 0
         async with AsyncClient(slow.address, stack.space.key, stack.space.sid) as client:
             root = await client.create_root()
@@ -1043,19 +1040,3 @@ class TestToolArguments:
             tool_result(five, "x")
         with pytest.raises(TypeError, match=r"^name: .*, got 5: it holds str$"):
             tool(five)
-
-
-class OneDeltaThenSilence(EchoProvider):
-    """A model whose stream sends one text delta at once, then nothing: a call's deadline
-    passes after text arrived, however long the turn took to begin."""
-
-    async def stream(
-        self,
-        messages: Sequence[LLMMessage],
-        *,
-        tools: Sequence[ToolSpec] | None = None,
-        max_tokens: int | None = None,
-    ) -> AsyncGenerator[StreamEvent, None]:
-        """One delta, then a wait that only the call's end (its deadline) cuts."""
-        yield ModelDelta("hello")
-        await asyncio.Event().wait()
