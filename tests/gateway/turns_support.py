@@ -304,8 +304,10 @@ async def trim(stack: Stack, session_id: str, keep_recent: int) -> int:
     return int(reply.removed_count)
 
 
-async def wait_for(predicate: Callable[[], Any], *, within_s: float = 5.0) -> None:
-    """Poll an async or plain predicate until it is true (or fail after `within_s`)."""
+async def wait_for(predicate: Callable[[], Any], *, within_s: float = 30.0) -> None:
+    """Poll an async or plain predicate until it is true (or fail after `within_s`: a bound
+    for a hang, not a speed check; what is awaited is often a background job of several
+    RPCs, on a CI machine whose two cores run three test passes)."""
     deadline = asyncio.get_running_loop().time() + within_s
     while True:
         value = predicate()
@@ -326,10 +328,20 @@ async def cancel_reached(stack: Stack, within_s: float = 10.0) -> None:
     await wait_for(lambda: any(t.cancelling() for t in chain.in_flight), within_s=within_s)
 
 
+async def calls_ended(stack: Stack, within_s: float = 30.0) -> None:
+    """Until every call in flight on the stack's gateway has ended, its cleanup done (one
+    its client cancelled ends once the cancellation reached its handler): what a test
+    waits for before it checks what such a call left, or that it did nothing more."""
+    chain = stack.gateway.app.chain
+    assert chain is not None
+    assert await chain.ended(within_s) == 0, "a call on the gateway never ended"
+
+
 async def send_when_free(
-    stack: Stack, session_id: str, content: str, *, within_s: float = 3.0
+    stack: Stack, session_id: str, content: str, *, within_s: float = 6.0
 ) -> Any:
-    """Send once the session's lease is free; fails if it stays taken (a leak lasts its TTL).
+    """Send once the session's lease is free; fails if it stays taken (a leak lasts its TTL,
+    10 s by default: `within_s` stays under it, or a leaked lease would pass unseen).
 
     A call the client already gave up on (deadline, cancel) may still be
     running on the server for a moment, holding the lease.

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
 
+from agent_gateway.llm import Completion, EchoProvider, LLMMessage, StreamEvent, TextDelta, ToolSpec
 from stello_client import AsyncClient, Retry
 from tests.cli.processes import client_env, private_env
 from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
@@ -30,6 +31,34 @@ from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
 QUICK_RETRY = Retry(
     attempts=8, initial_backoff_s=0.05, max_backoff_s=0.5, busy_for_s=0, unavailable_for_s=0
 )
+
+
+class StalledModel(EchoProvider):
+    """A model that never answers: a completion waits until its call ends, a stream sends
+    one text delta at once and then waits. What a test of a call cut while the model works
+    (a deadline, a closed client) starts, whatever the machine's speed."""
+
+    async def complete(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """Waits until the call ends."""
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def stream(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """One delta, then a wait until the call ends."""
+        yield TextDelta("hello")
+        await asyncio.Event().wait()
 
 
 def client_of(stack: Stack, **options: object) -> AsyncClient:

@@ -11,8 +11,7 @@ from stello_client import AsyncClient, Retry
 from stello_client.exceptions import Cancelled
 from stello_client.types import TextDelta
 from tests.gateway.conftest import GatewayStarter, Stack
-from tests.gateway.turns.test_busy import Slow
-from tests.gateway.turns_support import wait_for
+from tests.sdk.conftest import StalledModel
 
 pytestmark = pytest.mark.sql
 
@@ -26,17 +25,13 @@ async def test_close_ends_a_send_and_a_stream_in_flight_with_cancelled(
     start_gateway: GatewayStarter, stack: Stack
 ) -> None:
     """A send waiting for the model and a stream between its events, when the client
-    closes, raise Cancelled; the client's next call opens the channel again. The model
-    holds every call (a stream after its first delta) until the test ends: with a model
-    that only took its time, a loaded machine could finish the send before the close."""
-    model = Slow()
-    slow = await start_gateway(provider=model)
+    closes, raise Cancelled; the client's next call opens the channel again."""
+    slow = await start_gateway(provider=StalledModel())
     client = slow_client(slow.address, stack)
     first, second = [(await client.create_root(label=label)).id for label in ("s", "t")]
     send = asyncio.create_task(client.send(first, "slow"))
     events = client.stream(second, "a reply in several deltas")
     assert isinstance(await anext(events), TextDelta)
-    await wait_for(lambda: model.running == 2, within_s=30)  # the send's call is held too
     await client.close()
     with pytest.raises(Cancelled, match="closed during the call"):
         await asyncio.wait_for(send, 5)

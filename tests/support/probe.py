@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any, TypeAlias
 
 import asyncpg
@@ -51,6 +52,12 @@ async def _echo(request: Request, context: Context) -> Response:
 async def _slow(request: Request, context: Context) -> Response:
     await asyncio.sleep(1.5)
     return await _echo(request, context)
+
+
+async def _announced_slow(request: Request, context: Context) -> Response:
+    """Slow, saying on stdout that it began (the subprocess mode's "slow" line)."""
+    print("slow", flush=True)  # noqa: T201
+    return await _slow(request, context)
 
 
 async def _stream(request: Request, context: Context) -> AsyncIterator[Response]:
@@ -124,11 +131,12 @@ def _stream_handler(
     )
 
 
-def register(server: grpc.aio.Server) -> None:
-    """Add the probe's methods to `server`."""
+def register(server: grpc.aio.Server, *, announce_slow: bool = False) -> None:
+    """Add the probe's methods to `server` (Slow prints "slow" as it begins if
+    `announce_slow`)."""
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         "Echo": _handler(_echo),
-        "Slow": _handler(_slow),
+        "Slow": _handler(_announced_slow if announce_slow else _slow),
         "Admin": _handler(_echo),
         "Stream": _stream_handler(_stream),
         "SlowStream": _stream_handler(_slow_stream),
@@ -147,12 +155,14 @@ def register(server: grpc.aio.Server) -> None:
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
 
 
-def probe_app(settings: StelloSettings, pool: asyncpg.Pool, keys: KeyStore) -> ServiceApp:
+def probe_app(
+    settings: StelloSettings, pool: asyncpg.Pool, keys: KeyStore, *, announce_slow: bool = False
+) -> ServiceApp:
     """The probe as a ServiceApp (Admin needs an admin key)."""
     return ServiceApp(
         name="probe",
         service_names=(SERVICE,),
-        register=register,
+        register=partial(register, announce_slow=announce_slow),
         pool=pool,
         keys=keys,
         settings=settings,
@@ -179,7 +189,8 @@ def raw_call(
 
 
 if __name__ == "__main__":
-    # Subprocess mode for the SIGTERM test: serve on port 0, print the port.
+    # Subprocess mode for the SIGTERM test: serve on port 0, print the port, then "slow" as
+    # each Slow call begins.
     from stello.db.pool import create_pool
     from stello.serving.server import serve
 
@@ -187,7 +198,7 @@ if __name__ == "__main__":
         settings = StelloSettings(database_url=sys.argv[1], shutdown_grace_s=10)
         assert settings.database_url is not None
         async with create_pool(settings.database_url, settings) as pool:
-            app = probe_app(settings, pool, KeyStore(pool, 0))
+            app = probe_app(settings, pool, KeyStore(pool, 0), announce_slow=True)
             await serve(app, "127.0.0.1:0", on_ready=lambda port: print(port, flush=True))  # noqa: T201
 
     asyncio.run(main())

@@ -27,6 +27,7 @@ from tests.gateway.conftest import Stack, StackMaker, record, row_counts, rpc_er
 from tests.gateway.turns_support import (
     SpyProvider,
     answer,
+    calls_ended,
     roles,
     send,
     stream_events,
@@ -481,7 +482,7 @@ class TestBuiltinTool:
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
-        await asyncio.sleep(0.05)
+        await calls_ended(stack)
         assert len(spy.calls) == 1
         assert await stack.records(root.id) == []
         assert await children(stack, root.id) == []

@@ -43,6 +43,7 @@ from tests.gateway.llm.support import identity
 from tests.gateway.turns_support import (
     SpyProvider,
     answer,
+    calls_ended,
     put_insight,
     roles,
     send,
@@ -371,7 +372,7 @@ class TestStream:
         first = await call.read()
         assert first.WhichOneof("event") == "text_delta"
         call.cancel()
-        await asyncio.sleep(0.1)
+        await calls_ended(stack)
         assert spy.cancelled == 1
         assert await row_counts(pool, stack.space) == before
         assert await stack.records(root.id) == []
@@ -409,7 +410,7 @@ class TestCancellation:
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
-        await asyncio.sleep(0.1)
+        await calls_ended(stack)
         assert spy.cancelled == 1
         assert await row_counts(pool, stack.space) == before
         spy.gate = None

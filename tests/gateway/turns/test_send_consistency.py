@@ -56,12 +56,14 @@ class TestLease:
 
     async def test_concurrent_sends_never_interleave(self, make_stack: StackMaker) -> None:
         """Of five Sends at once one runs; the others are TURN_IN_PROGRESS; records stay paired."""
-        spy = SpyProvider(delay_s=0.2)
+        gate = asyncio.Event()  # the running turn holds the session until the others ended
+        spy = SpyProvider(gate=gate)
         stack = await make_stack(spy)
         root = await stack.root()
-        results = await asyncio.gather(
-            *(send(stack, root.id, f"m{i}") for i in range(5)), return_exceptions=True
-        )
+        calls = [asyncio.ensure_future(send(stack, root.id, f"m{i}")) for i in range(5)]
+        await wait_for(lambda: sum(call.done() for call in calls) == 4)
+        gate.set()
+        results = await asyncio.gather(*calls, return_exceptions=True)
         errors = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
         assert len(errors) == 4
         assert {(e.code(), error_info_reason(e)) for e in errors} == {
@@ -74,13 +76,15 @@ class TestLease:
 
     async def test_stream_and_send_are_serialised(self, make_stack: StackMaker) -> None:
         """A Send during a SendStream of the same session is TURN_IN_PROGRESS (§6.6 item 57)."""
-        spy = SpyProvider(delay_s=0.1)
+        gate = asyncio.Event()  # the streamed turn holds the session until the Send ended
+        spy = SpyProvider(gate=gate)
         stack = await make_stack(spy)
         root = await stack.root()
         stream = send_stream(stack, root.id, "streamed turn")
-        await stream.read()
+        await spy.started.wait()
         error = await rpc_error(send(stack, root.id, "other"))
         assert error_info_reason(error) == "TURN_IN_PROGRESS"
+        gate.set()
         events = []
         while (event := await stream.read()) != grpc.aio.EOF:
             events.append(event)

@@ -22,6 +22,7 @@ from tests.gateway.conftest import Stack, StackMaker, row_counts, rpc_error
 from tests.gateway.turns_support import (
     SpyProvider,
     answer,
+    calls_ended,
     put_insight,
     send,
     submit,
@@ -222,7 +223,7 @@ class TestCancellation:
         call = submit_stream(stack, root, ("c1", "a result long enough"))
         assert (await call.read()).WhichOneof("event") == "text_delta"
         call.cancel()
-        await asyncio.sleep(0.1)
+        await calls_ended(stack)
         assert spy.cancelled == 1
         assert await row_counts(pool, stack.space) == before
         assert len(await stack.records(root)) == 2

@@ -265,7 +265,8 @@ class TestGracefulShutdown:
                 slow = asyncio.ensure_future(
                     probe.call(channel, probe.SLOW)(request(space), metadata=space.metadata)
                 )
-                await asyncio.sleep(0.5)
+                began = await asyncio.wait_for(proc.stdout.readline(), 30)
+                assert began.strip() == b"slow", began  # the call is in flight
                 proc.send_signal(signal.SIGTERM)
                 reply = await asyncio.wait_for(slow, 10)
             assert reply.session.id == SESSION
