@@ -13,7 +13,6 @@ result with the configured text (``fork_too_early`` / ``fork_cooling_down``).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from dataclasses import replace
@@ -21,7 +20,7 @@ from dataclasses import replace
 from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.llm import Prompts
 from agent_gateway.llm.prompts.texts import FORK_COOLING_DOWN, FORK_TOO_EARLY
-from stello.db.tasks import retrieved
+from stello.db.tasks import settled
 from stello.errors import NotFound, StelloError
 from stello.storage.v1 import storage_pb2
 
@@ -99,8 +98,4 @@ class ForkGuard:
         session is not made to wait out a cooldown for a fork it most likely does not have
         (a provisional session is swept). Shielded, without the caller's deadline (which may
         be what passed): a second cancellation leaves it running to its end."""
-        giving = asyncio.ensure_future(
-            self.give_back(replace(caller, deadline=None), space_id, session_id, claim)
-        )
-        giving.add_done_callback(retrieved)
-        await asyncio.shield(giving)
+        await settled(self.give_back(replace(caller, deadline=None), space_id, session_id, claim))

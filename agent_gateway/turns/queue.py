@@ -50,6 +50,7 @@ from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.turns.lease_keeper import LeaseKeeper, session_deleted
 from agent_gateway.turns.state import Plan
 from stello.common.v1 import common_pb2
+from stello.db.tasks import settled
 from stello.errors import (
     DeadlineExceeded,
     FailedPrecondition,
@@ -187,11 +188,11 @@ class TurnLine:
         """Give back the lease `reply` holds, if any (to its end, even if cancelled again)."""
         if reply.token:
             given = self._leases.give_back(caller, plan.space_id, plan.session_id, reply.token)
-            await _settled(given)
+            await settled(given)
 
     async def _settled_leave(self, caller: Caller, plan: Plan, waiter: str) -> None:
         """`_leave`, to its end even if the call is cancelled meanwhile."""
-        await _settled(asyncio.ensure_future(self._leave(caller, plan, waiter)))
+        await settled(self._leave(caller, plan, waiter))
 
     def _full(self, plan: Plan, exc: ResourceExhausted) -> ResourceExhausted:
         """Storage's TURN_QUEUE_FULL in the gateway's words: storage knows how many wait
@@ -271,7 +272,7 @@ class TurnLine:
     ) -> None:
         """Undo what BeginTurn did for a call that ended meanwhile, once its answer is in (even
         if cancelled again): give back the lease it took, or take its ticket out of line."""
-        settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        undone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def undo(task: asyncio.Future[storage_pb2.BeginTurnResponse]) -> None:
             reply = None if task.cancelled() or task.exception() is not None else task.result()
@@ -282,12 +283,12 @@ class TurnLine:
             elif reply is not None and reply.HasField("queued") and waiter:
                 undoing = asyncio.ensure_future(self._leave(caller, plan, waiter))
             else:
-                settled.set_result(None)  # it took nothing
+                undone.set_result(None)  # it took nothing
                 return
-            undoing.add_done_callback(lambda _: settled.set_result(None))
+            undoing.add_done_callback(lambda _: undone.set_result(None))
 
         begin.add_done_callback(undo)
-        await _settled(settled)
+        await settled(undone)
 
 
 def _archived(plan: Plan) -> FailedPrecondition:
@@ -303,8 +304,3 @@ def _archived(plan: Plan) -> FailedPrecondition:
 def _unbounded(caller: Caller) -> Caller:
     """The caller without their deadline (each call keeps the policy's own timeout)."""
     return replace(caller, deadline=None)
-
-
-async def _settled(future: asyncio.Future[None]) -> None:
-    """Wait for `future`; a cancellation meanwhile does not stop it (it is raised after)."""
-    await asyncio.shield(future)

@@ -54,7 +54,6 @@ same request_id then answers that turn.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 
@@ -89,6 +88,7 @@ from agent_gateway.turns.state import (
     TurnEvent,
 )
 from stello.agent.v1 import agent_pb2
+from stello.db.tasks import settled
 from stello.errors import Aborted, session_archived
 from stello.storage.v1 import storage_pb2
 
@@ -218,7 +218,7 @@ class TurnService:
                 given = self._leases.give_back(
                     caller, plan.space_id, plan.session_id, lease.token, kept.expires_by
                 )
-                await _settled(given)
+                await settled(given)
 
     async def _leased(
         self,
@@ -310,8 +310,3 @@ class TurnService:
             f"the tool result was about {tokens} tokens, more than half the model's window "
             f"of {window.tokens}; it was not kept: return less"
         )
-
-
-async def _settled(future: asyncio.Future[None]) -> None:
-    """Wait for `future`; a cancellation meanwhile does not stop it (it is raised after)."""
-    await asyncio.shield(future)

@@ -34,6 +34,15 @@ async def to_the_end(work: Awaitable[T], said: Callable[[asyncio.Future[T]], Non
         raise
 
 
+async def settled(work: Awaitable[Any]) -> None:
+    """Wait for `work`; a cancellation meanwhile does not stop it: it goes on to its end (a
+    failure then marked seen: `retrieved`) and the cancellation is raised at once (a lease or
+    a claim given back, a ticket taken out of line, by a call that is going away)."""
+    running = asyncio.ensure_future(work)
+    running.add_done_callback(retrieved)
+    await asyncio.shield(running)
+
+
 def retrieved(done: asyncio.Future[Any]) -> None:
     """Mark a dropped future's failure as seen (asyncio logs one nobody retrieved): a done
     callback."""
