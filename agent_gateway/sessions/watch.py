@@ -47,6 +47,7 @@ from agent_gateway.clients import Caller, StorageClient
 from agent_gateway.sessions.poller import PAGE, RING_EVENTS, SessionChanges, SpacePoller
 from agent_gateway.sessions.watch_ends import BLOCKED_SEND_S, Expiry, KeyCheck
 from stello.common.v1 import common_pb2
+from stello.db.tasks import Steps
 from stello.errors import InvalidArgument, Unavailable
 from stello.storage.v1 import storage_pb2
 
@@ -113,14 +114,10 @@ class Watchers:
         """End every poller (the server has stopped its streams); one whose task ended with
         an unexpected error raises it after the others were stopped."""
         pollers, self._pollers = list(self._pollers.values()), {}
-        failed: list[Exception] = []
+        steps = Steps()
         for poller in pollers:
-            try:
-                await poller.stop()
-            except Exception as exc:
-                failed.append(exc)
-        if failed:
-            raise failed[0]
+            await steps.take("stopping a poller", poller.stop())
+        steps.raise_first()
 
     def wake(self, space_id: str) -> None:
         """Let the space's poller read now (after a write through this gateway)."""

@@ -43,6 +43,29 @@ async def settled(work: Awaitable[Any]) -> None:
     await asyncio.shield(running)
 
 
+class Steps:
+    """Steps each taken whatever failed before it (a stop that raised skips no later stop):
+    each failure is kept and told to `failed` (what the step was, the error); `raise_first`
+    raises the first once the last step was taken."""
+
+    def __init__(self, failed: Callable[[str, Exception], None] = lambda what, exc: None) -> None:
+        self._failed = failed
+        self._errors: list[Exception] = []
+
+    async def take(self, what: str, work: Awaitable[object]) -> None:
+        """Await `work` (named `what`); an error is kept, not raised."""
+        try:
+            await work
+        except Exception as exc:
+            self._errors.append(exc)
+            self._failed(what, exc)
+
+    def raise_first(self) -> None:
+        """Raise the first step's error, if a step failed."""
+        if self._errors:
+            raise self._errors[0]
+
+
 def retrieved(done: asyncio.Future[Any]) -> None:
     """Mark a dropped future's failure as seen (asyncio logs one nobody retrieved): a done
     callback."""

@@ -24,6 +24,7 @@ from grpc_reflection.v1alpha import reflection
 from stello.auth import KeyStore
 from stello.channels import read_pem
 from stello.db.periodic import RoundsCollector, periodic_tasks
+from stello.db.tasks import Steps
 from stello.errors import new_error_id
 from stello.serving.access_log import AccessLog
 from stello.serving.health import HealthMonitor
@@ -307,40 +308,33 @@ async def shutdown(app: ServiceApp, server: grpc.aio.Server, grace_s: float) -> 
     Every step is taken even when one before it fails: each failure is logged (ERROR, with
     an error id) and the first is raised after the last step.
     """
-    failed: list[Exception] = []
 
-    async def step(what: str, work: Awaitable[object]) -> None:
-        # A step that fails skips none after it (the server still stops, every background
-        # task, a pool or poller among them, is still stopped); its error is logged under an
-        # error id, and the first is raised once all were done.
-        try:
-            await work
-        except Exception as exc:
-            failed.append(exc)
-            log.error(
-                "%s: %s failed during shutdown: %s (error id %s)",
-                app.name,
-                what,
-                exc,
-                new_error_id(),
-                exc_info=exc,
-            )
+    def failed(what: str, exc: Exception) -> None:
+        # The server still stops, and every background task, a pool or poller among them.
+        log.error(
+            "%s: %s failed during shutdown: %s (error id %s)",
+            app.name,
+            what,
+            exc,
+            new_error_id(),
+            exc_info=exc,
+        )
 
+    steps = Steps(failed)
     if app.monitor is not None:
-        await step("stopping the health monitor", app.monitor.stop())
+        await steps.take("stopping the health monitor", app.monitor.stop())
     if app.local is not None:
         app.local.stopping = True
     for end in app.at_shutdown:
-        await step(f"ending calls ({_name_of(end)})", end())
-    await step("stopping the server", server.stop(grace_s))
+        await steps.take(f"ending calls ({_name_of(end)})", end())
+    await steps.take("stopping the server", server.stop(grace_s))
     if app.chain is not None:
         late = await app.chain.ended(CLEANUP_S)
         if late:
             log.warning("%s: %d calls had not ended %g s after the stop", app.name, late, CLEANUP_S)
     for task in reversed(app.background):
-        await step(f"stopping {_name_of(task)}", task.stop())
-    if failed:
-        raise failed[0]
+        await steps.take(f"stopping {_name_of(task)}", task.stop())
+    steps.raise_first()
 
 
 async def shutdown_all(
@@ -348,14 +342,10 @@ async def shutdown_all(
 ) -> None:
     """`shutdown` each of `running`, last started first; one that fails stops none of the
     others from shutting down, and the first failure is raised after the last."""
-    failed: list[Exception] = []
+    steps = Steps()  # each failure logged by shutdown
     for app, server in reversed(running):
-        try:
-            await shutdown(app, server, grace_s)
-        except Exception as exc:  # logged by shutdown
-            failed.append(exc)
-    if failed:
-        raise failed[0]
+        await steps.take(app.name, shutdown(app, server, grace_s))
+    steps.raise_first()
 
 
 def _name_of(thing: object) -> str:
