@@ -83,11 +83,19 @@ async def cancel_and_wait(task: asyncio.Future[Any]) -> None:
     raised); a cancellation of the caller meanwhile is raised, never taken for the task's.
     Only one that arrives during the wait: a caller cleaning up after its own cancellation
     (stopping its tasks in a `finally`) gets the task's end and goes on with its cleanup."""
-    current = asyncio.current_task()
-    before = 0 if current is None else current.cancelling()
+    cancelled = cancelled_since()
     task.cancel()
     try:
         await task
     except asyncio.CancelledError:
-        if current is not None and current.cancelling() > before:
+        if cancelled():
             raise
+
+
+def cancelled_since() -> Callable[[], bool]:
+    """A test of whether the current task has been cancelled since this call: a new
+    cancellation, not the one a task cleaning up after its own cancellation already had
+    (compared as `asyncio.timeout` does, by `Task.cancelling()`)."""
+    current = asyncio.current_task()
+    before = 0 if current is None else current.cancelling()
+    return lambda: current is not None and current.cancelling() > before

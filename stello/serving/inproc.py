@@ -35,6 +35,8 @@ from typing import Any, TypeAlias, cast
 
 import grpc
 
+from stello.db.tasks import cancelled_since
+
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 Metadata: TypeAlias = tuple[tuple[str, str | bytes], ...]
 Continuation = Callable[[grpc.HandlerCallDetails], Awaitable["Handler | None"]]
@@ -215,8 +217,7 @@ class LocalUnaryUnary:
         deadline = None if timeout is None else time.monotonic() + timeout
         context = LocalContext(pairs, deadline)
         loop = asyncio.get_running_loop()
-        current = asyncio.current_task()
-        cancelled = 0 if current is None else current.cancelling()
+        cancelled = cancelled_since()
         task = loop.create_task(self._run(data, context), context=contextvars.Context())
         timer = None if timeout is None else loop.call_later(timeout, _expire, task, context)
         try:
@@ -224,7 +225,7 @@ class LocalUnaryUnary:
         except asyncio.CancelledError:
             # The caller was cancelled during the call (one cancelled before, calling in
             # its cleanup, is told how the call ended, as over the network).
-            if current is not None and current.cancelling() > cancelled:
+            if cancelled():
                 context.expire()
                 raise
             if context.cancelled():
