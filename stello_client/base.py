@@ -37,6 +37,7 @@ from stello_client.target import (
     TlsFiles,
     check_gateway,
     message_limit,
+    refuse_empty,
     resolve_target,
 )
 
@@ -185,7 +186,7 @@ class ClientBase:
             ConfigurationError: `key` or `space` given empty (an empty key called as this
                 client's own key), or a key no header can carry.
         """
-        _refuse_empty_in_using(key, space)
+        refuse_empty(left_out=USING_LEFT_OUT, key=key, space=space)
         same_caller = key in (None, self._key)
         if space is None and same_caller:
             space = self._space  # another key's space is its own: left out, its only one
@@ -326,20 +327,6 @@ USING_LEFT_OUT = {
     "space": "call in this client's space (another key's: the one space it reaches)",
 }
 """What `using()` does with each argument left out, which its refusal of an empty one says."""
-
-
-def _refuse_empty_in_using(key: str | None, space: str | None) -> None:
-    """`using()`'s key and space, each given, are not empty (as a new client's).
-
-    Raises:
-        ConfigurationError: one is given empty, naming it and what leaving it out does.
-    """
-    for setting, value in (("key", key), ("space", space)):
-        if value is not None and not value.strip():
-            raise ConfigurationError(
-                f"{setting}= is empty: give one, or leave it out to {USING_LEFT_OUT[setting]}",
-                setting=setting,
-            )
 
 
 def _uuid(text: str) -> str | None:

@@ -15,6 +15,7 @@ the client's first call (WhoAmI).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from stello.channels import ClientTls
@@ -189,20 +190,21 @@ def check_gateway(address: str, source: str = "gateway") -> None:
         raise ConfigurationError(f"{source}: {problem}", setting="gateway")
 
 
-def refuse_empty(**given: str | None) -> None:
+def refuse_empty(*, left_out: Mapping[str, str] | None = None, **given: str | None) -> None:
     """Each of gateway, key and space given is not empty: an empty one (`--key "$KEY"` with
     KEY unset) fell back to the variable or the saved one, acting with a key not chosen.
+    `left_out` says what leaving each out does, where that is not what a new client does
+    (`using()`).
 
     Raises:
-        ConfigurationError: one is given empty, naming it.
+        ConfigurationError: one is given empty, naming it and what leaving it out does.
     """
     for setting, value in given.items():
         if value is not None and not value.strip():
             variable = "STELLO_SPACE_ID" if setting == "space" else f"STELLO_{setting.upper()}"
+            does = (left_out or {}).get(setting, f"use {variable} or what `stello up` saved")
             raise ConfigurationError(
-                f"{setting}= is empty: give one, or leave it out to use {variable} or what "
-                "`stello up` saved",
-                setting=setting,
+                f"{setting}= is empty: give one, or leave it out to {does}", setting=setting
             )
 
 
