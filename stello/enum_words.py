@@ -21,3 +21,8 @@ def enum_words(names: Sequence[str]) -> list[str]:
 def one_of(words: Iterable[str], got: object) -> str:
     """Why a value is refused: the `words` it may be, and what was given (`got`, as shown)."""
     return f"must be one of {', '.join(words)}, got {got}"
+
+
+def given(value: int) -> int | str:
+    """An enum number as a refusal shows it: 0, the field left out, as "none (unset)"."""
+    return "none (unset)" if value == 0 else value

@@ -17,6 +17,7 @@ from agent_gateway.forks.inputs import SizeLimits
 from stello import metadata, validation
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
+from stello.enum_words import given
 from stello.errors import Violations
 from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
 from stello.timestamps import stored_time
@@ -98,8 +99,7 @@ def _record(
 ) -> common_pb2.Record:
     """The record to store (seq cleared), its problems recorded under `name`."""
     if record.role not in ROLES:
-        described = "none (unset)" if record.role == 0 else record.role
-        v.add(f"{name}.role", validation.not_one_of(common_pb2.RecordRole, described))
+        v.add(f"{name}.role", validation.not_one_of(common_pb2.RecordRole, given(record.role)))
     if record.HasField("created_at"):
         try:
             stored_time(record.created_at)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 
 from stello.common.v1 import common_pb2
-from stello.enum_words import one_of
+from stello.enum_words import given, one_of
 from stello.errors import Violations
 from stello.storage.v1 import storage_pb2
 from stello.timestamps import timestamp
@@ -40,7 +40,7 @@ def job_kind(value: common_pb2.JobKind, path: str, v: Violations) -> JobKindName
     """A job kind; a violation for UNSPECIFIED or an unknown value."""
     kind = KINDS.get(value)
     if kind is None:
-        v.add(path, not_one_of(common_pb2.JobKind, "none (unset)" if value == 0 else value))
+        v.add(path, not_one_of(common_pb2.JobKind, given(value)))
         return "consolidate"
     return kind
 
@@ -83,7 +83,7 @@ def update_job_op(
     if body.release:
         status = STATUSES.get(body.status, "running")
         if status == "running":
-            got = STATUSES.get(body.status) or ("none (unset)" if body.status == 0 else body.status)
+            got = STATUSES.get(body.status) or given(body.status)
             ended = one_of([name for name in STATUS_VALUES if name != "running"], got)
             v.add(f"{path}.status", f"{ended} (a released run says how it ended)")
     return UpdateJobOp(

@@ -7,6 +7,7 @@ must say how many records it keeps, so an unset field never empties a session.
 from __future__ import annotations
 
 from stello.common.v1 import common_pb2
+from stello.enum_words import given
 from stello.errors import Violations
 from stello.storage.v1 import storage_pb2
 from stello.validation import MAX_PAGE_SIZE, not_one_of, seq_bound
@@ -20,7 +21,7 @@ def role(value: int, name: str, v: Violations, *, allow_unspecified: bool = Fals
         return None
     found = ROLE_FROM_PROTO.get(value)
     if found is None:
-        v.add(name, not_one_of(common_pb2.RecordRole, "none (unset)" if value == 0 else value))
+        v.add(name, not_one_of(common_pb2.RecordRole, given(value)))
     return found
 
 

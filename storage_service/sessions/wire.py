@@ -11,6 +11,7 @@ import uuid
 from typing import Protocol
 
 from stello.common.v1 import common_pb2
+from stello.enum_words import given
 from stello.errors import Violations
 from stello.validation import label, not_one_of, parse_uuid, space_uuid
 from storage_service.convert import STATUS_FROM_PROTO
@@ -49,7 +50,7 @@ def status(
         return None
     found = STATUS_FROM_PROTO.get(value)
     if found is None:
-        v.add(name, not_one_of(common_pb2.SessionStatus, "none (unset)" if value == 0 else value))
+        v.add(name, not_one_of(common_pb2.SessionStatus, given(value)))
     return found
 
 
