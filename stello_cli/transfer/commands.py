@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello.file_names import shown_name
+from stello.formats.file_names import shown_name
 from stello_cli.gateway import gateway, session_id
 from stello_cli.output.style import plural, write
 from stello_cli.parser import Commands, session_argument
