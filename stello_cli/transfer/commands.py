@@ -59,8 +59,8 @@ from stello_cli.transfer.import_file import import_order, load, plans, which
 from stello_cli.transfer.importer import Importer
 from stello_cli.turns.talk import all_records
 from stello_client import dicts
+from stello_client.connection.flags import file_name
 from stello_client.errors import ClientError, rpc_error_line
-from stello_client.flags import file_name
 
 if TYPE_CHECKING:
     from stello_client.aio import AsyncClient

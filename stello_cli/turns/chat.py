@@ -49,7 +49,7 @@ from stello_cli.turns.talk import (
     stream_turn,
     with_outcome,
 )
-from stello_client.credentials import credentials_path
+from stello_client.connection.credentials import credentials_path
 from stello_client.errors import ClientError, UsageError
 
 if TYPE_CHECKING:
