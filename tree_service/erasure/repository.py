@@ -142,6 +142,14 @@ WHERE space_id = $1 AND source_session_id IS NOT NULL
 """
 
 
+# The hidden set as the erasure job's work (`session_erasures`, migration 0050): one
+# row per ERASE_CHUNK ids, by depth then id (`tree_service.erasure.job` takes them).
+ERASURE_CHUNK = """
+INSERT INTO session_erasures (space_id, root_id, chunk, min_depth, ids)
+VALUES ($1, $2, $3, $4, $5::uuid[])
+"""
+ERASE_CHUNK = 1000
+
 SUBTREE_EVENT_IDS = 1000
 """A SUBTREE_DELETED event names at most this many sessions: a larger subtree's deletion
 writes several, with the same root, at consecutive positions (one transaction)."""
@@ -166,8 +174,9 @@ class SubtreeStatements:
         locked: list[uuid.UUID],
         probes_max: int = HIDE_PROBES_MAX,
     ) -> list[uuid.UUID]:
-        """Hide the locked subtree from every read and write (the erasure job deletes it);
-        its ids by depth, the session first, named in SUBTREE_DELETED events. A round of
+        """Hide the locked subtree from every read and write, and leave it to the erasure
+        job in chunks of its work; its ids by depth, the session first, named in
+        SUBTREE_DELETED events. A round of
         up to `probes_max` sessions finds each by key (`HIDE_SUBTREE`), a bigger one as
         a set (`HIDE_SUBTREE_SET`).
 
@@ -188,6 +197,14 @@ class SubtreeStatements:
         if rounds > 1:  # each round came sorted; sessions found late may be anywhere
             rows.sort(key=lambda r: (r["depth"], r["id"]))
         hidden = [r["id"] for r in rows]
+        chunks = range(0, len(hidden), ERASE_CHUNK)
+        await self._con.executemany(
+            ERASURE_CHUNK,
+            [
+                (space_id, session_id, n, rows[start]["depth"], hidden[start : start + ERASE_CHUNK])
+                for n, start in enumerate(chunks)
+            ],
+        )
         for start in range(0, len(hidden), SUBTREE_EVENT_IDS):
             chunk = tuple(hidden[start : start + SUBTREE_EVENT_IDS])
             self.outbox.add(space_id, Event("subtree_deleted", session_id, session_ids=chunk))
