@@ -29,22 +29,23 @@ FROM (SELECT space_id FROM session_erasures LIMIT $1) d
 
 # The next chunk of space $1: the one with the greatest smallest depth, the later of
 # one hide's first (`session_erasures_deepest`, read backwards): no session being
-# erased is below any of its ids but in it. Its last ($2 at most) ids, the deepest,
-# are the batch, erased deepest first; `size` how many the chunk holds. Only this job
-# (one at a time) changes a chunk or a hidden row, so the chosen rows are still hidden
-# when `ERASE_CLAIM` locks them.
+# erased is below any of its ids but in it. Its last ids (a batch at most), the
+# deepest, are the batch, erased deepest first. Only this job (one at a time) changes
+# a chunk or a hidden row, so the chosen rows are still hidden when `ERASE_CLAIM`
+# locks them.
 ERASE_CHOOSE = """
-SELECT e.root_id, e.chunk, cardinality(e.ids) AS size,
-       e.ids[greatest(cardinality(e.ids) - $2 + 1, 1):] AS batch
+SELECT e.root_id, e.chunk, e.ids
 FROM session_erasures e
 WHERE e.space_id = $1
 ORDER BY e.min_depth DESC, e.chunk DESC
 LIMIT 1
 """
 
-# The chunk ($2, $3) without its erased tail: its first $4 ids stay, or it goes.
+# The chunk ($2, $3) without its erased tail ($4 the ids left), or gone with it. The
+# ids left come whole from the job: Citus 13.2.2 crashes the backend (signal 11) on
+# `SET ids = ids[1:$4]` in a statement routed to a shard.
 ERASE_SHRINK = """
-UPDATE session_erasures SET ids = ids[1:$4]
+UPDATE session_erasures SET ids = $4::uuid[]
 WHERE space_id = $1 AND root_id = $2 AND chunk = $3
 """
 ERASE_DONE = """
@@ -154,10 +155,11 @@ async def erase_batch(
         space_id = spaces[0]["space_id"]
     else:
         await bounded(con)
-    chunk = await con.fetchrow(ERASE_CHOOSE, space_id, batch)
+    chunk = await con.fetchrow(ERASE_CHOOSE, space_id)
     if chunk is None:
         return 0
-    chosen = list(reversed(chunk["batch"]))  # deepest first
+    kept, tail = _split(chunk["ids"], batch)
+    chosen = list(reversed(tail))  # deepest first
     if wait:
         await con.fetch(release.READERS_WAITING, space_id, chosen)
     ids = [r["id"] for r in await con.fetch(ERASE_CLAIM, space_id, sorted(chosen))]
@@ -172,18 +174,18 @@ async def erase_batch(
     await con.executemany(ERASE_UNSOURCE, [(space_id, r["id"]) for r in forked])
     # Deepest first (as chosen): a parent goes after its children (its key is NO ACTION).
     await con.executemany(ERASE_DELETE, [(space_id, i) for i in chosen if i in claimed])
-    await _shrink(con, space_id, chunk)
+    key = (space_id, chunk["root_id"], chunk["chunk"])
+    if kept:
+        await con.execute(ERASE_SHRINK, *key, kept)
+    else:
+        await con.execute(ERASE_DONE, *key)
     return len(chosen)
 
 
-async def _shrink(con: asyncpg.Connection, space_id: uuid.UUID, chunk: asyncpg.Record) -> None:
-    """The chunk without the batch erased from its end; gone with its last ids."""
-    left = chunk["size"] - len(chunk["batch"])
-    key = (space_id, chunk["root_id"], chunk["chunk"])
-    if left:
-        await con.execute(ERASE_SHRINK, *key, left)
-    else:
-        await con.execute(ERASE_DONE, *key)
+def _split(ids: list[uuid.UUID], batch: int) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+    """A chunk's ids as those it keeps and its last `batch` (the deepest)."""
+    cut = max(len(ids) - batch, 0)
+    return list(ids[:cut]), list(ids[cut:])
 
 
 class EraseRepository:
