@@ -48,9 +48,9 @@ from harness import database, run_main
 from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.db.pool import create_pool
-from stello.events import Event, Outbox
 from stello.serving.server import create_server, shutdown
 from stello.settings import StelloSettings
+from stello.stored.events import Event, Outbox
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.tree.seed import fanout_tree, seed_topology  # the tests' COPY seeding, shared
 from tree_service import create_app

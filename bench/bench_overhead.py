@@ -80,11 +80,11 @@ from stello.common.v1 import common_pb2
 from stello.db.embedded import embedded_server, ensure_database
 from stello.db.migrate import migrate_dsn
 from stello.db.pool import create_pool, in_transaction
-from stello.events import Event, Outbox
+from stello.formats.timestamps import set_timestamp
 from stello.serving.server import ServiceApp, create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
-from stello.timestamps import set_timestamp
+from stello.stored.events import Event, Outbox
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from storage_service.app import create_app as storage_app
 from storage_service.records.repository import APPEND_RECORDS

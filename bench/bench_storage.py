@@ -35,11 +35,11 @@ from stello.auth import KeyStore
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.db.pool import create_pool
+from stello.formats.timestamps import set_timestamp
+from stello.rules.tokens import record_tokens
 from stello.serving.server import create_server, shutdown
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
-from stello.timestamps import set_timestamp
-from stello.tokens import record_tokens
 from storage_service import create_app
 from storage_service.config import StorageSettings
 from storage_service.convert import ROLE_TO_PROTO

@@ -23,14 +23,14 @@ from typing import Any
 import asyncpg
 import grpc
 
-from stello import idempotency
 from stello.agent.v1 import agent_pb2
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
-from stello.events import Event, Outbox
 from stello.settings import MIB
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from stello.stored import idempotency
+from stello.stored.events import Event, Outbox
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from storage_service.sessions.repository import PUT_SESSION
 from storage_service.slots.repository import COPY_SYSTEM_PROMPT, PUT_SLOT

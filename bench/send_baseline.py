@@ -32,10 +32,10 @@ from stello.agent.v1 import agent_pb2
 from stello.channels import open_channel
 from stello.common.v1 import common_pb2
 from stello.db.pool import create_pool
+from stello.formats.timestamps import set_timestamp
 from stello.serving.runner import event_loop_factory
 from stello.settings import MAX_MESSAGE_BYTES, StelloSettings
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
-from stello.timestamps import set_timestamp
 from storage_service.config import StorageSettings
 from storage_service.convert import ROLE_FROM_PROTO, ROLE_TO_PROTO
 from storage_service.models import MAX_SEQ

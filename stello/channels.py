@@ -11,7 +11,7 @@ from typing import Any
 import grpc
 
 from stello.errors import FailedPrecondition
-from stello.file_names import shown_name
+from stello.formats.file_names import shown_name
 
 # Not stello.settings' MIB: importing it loads pydantic, which a client needs nothing of.
 MIB = 1024 * 1024

@@ -20,10 +20,10 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 from google.protobuf.message import Message
 
-from stello import json_text
 from stello.common.v1 import common_pb2
 from stello.enum_words import enum_words, one_of
 from stello.errors import FieldViolation, InvalidArgument, Violations
+from stello.formats import json_text
 
 MAX_LABEL_CHARS = 200
 DEFAULT_PAGE_SIZE = 100
@@ -298,7 +298,7 @@ def struct_problem(value: Message) -> str | None:
 
 def tool_arguments(text: str, name: str, v: Violations) -> None:
     """A tool call's arguments: a JSON object text, or "" for none (common.proto); strict
-    JSON (`stello.json_text`): no NaN or infinite number, no nesting past what we read."""
+    JSON (`stello.formats.json_text`): no NaN or infinite number, no nesting past what we read."""
     if not text:
         return
     try:

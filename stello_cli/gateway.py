@@ -3,7 +3,7 @@ session ids from what a person typed.
 
 Flags first, then the environment (``STELLO_GATEWAY``, ``STELLO_KEY``,
 ``STELLO_SPACE_ID``, ``STELLO_CA_FILE``, ...), then what `stello up` saved
-(`stello_client.target`). The space is settled before the command's first
+(`stello_client.connection.target`). The space is settled before the command's first
 call, so a wrong one fails first. A SESSION may be its id or the first digits
 of it, resolved within the space by the gateway's ResolveSessionPrefix (one
 index range, never a read of the whole space). A failed call inside
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from stello_cli.output.style import one_line
 from stello_cli.parser import call_timeout, typed_names
+from stello_client.connection.flags import resolve_tls
 from stello_client.errors import (
     FLAGS,
     SHUT_DOWN,
@@ -33,7 +34,6 @@ from stello_client.errors import (
     rpc_error_line,
     unanswered,
 )
-from stello_client.flags import resolve_tls
 
 if TYPE_CHECKING:  # the SDK (and grpc) load when a command connects, not to parse its line
     from stello_client.aio import AsyncClient
@@ -173,9 +173,9 @@ def refused_typed_value(
 
 
 def key_source(args: argparse.Namespace) -> str:
-    """Where the command's key came from (as `stello_client.target` picks it), and what to
-    do about a key the gateway refused."""
-    from stello_client.credentials import credentials_path
+    """Where the command's key came from (as `stello_client.connection.target` picks it), and what
+    to do about a key the gateway refused."""
+    from stello_client.connection.credentials import credentials_path
 
     if args.key:
         return "the key given with --key"
@@ -196,9 +196,9 @@ def nothing_at(err: RpcError, address: str) -> bool:
 
 
 def gateway_source(args: argparse.Namespace) -> str:
-    """Where the command's gateway address came from (as `stello_client.target` picks it),
-    for an address that did not resolve or where nothing answered."""
-    from stello_client.credentials import credentials_path
+    """Where the command's gateway address came from (as `stello_client.connection.target` picks
+    it), for an address that did not resolve or where nothing answered."""
+    from stello_client.connection.credentials import credentials_path
 
     if args.gateway:
         return "the address given with --gateway"
@@ -210,7 +210,7 @@ def gateway_source(args: argparse.Namespace) -> str:
 def names_space(args: argparse.Namespace) -> bool:
     """Whether the command line, the environment or `stello up`'s file (for its key) names
     a space."""
-    from stello_client.target import resolve_target
+    from stello_client.connection.target import resolve_target
 
     return bool(resolve_target(args.gateway, args.key, args.space, plaintext=True).space)
 

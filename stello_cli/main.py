@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from stello_cli.output.style import Style, one_line
 from stello_cli.parser import argument_name, build_parser, has_undecoded
+from stello_client.connection.flags import FileName
 from stello_client.errors import ClientError, UsageError, configuration_line, rpc_error_line
-from stello_client.flags import FileName
 
 if TYPE_CHECKING:
     import asyncio

@@ -22,10 +22,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, NoReturn
 
 from stello import __version__
-from stello.file_names import shown_name
+from stello.formats.file_names import shown_name
 from stello_cli.output.style import read_stdin
+from stello_client.connection.flags import MAX_DEADLINE_S, gateway_address, tls_options
 from stello_client.errors import UsageError
-from stello_client.flags import MAX_DEADLINE_S, gateway_address, tls_options
 
 Run = Callable[[argparse.Namespace], Awaitable[int]]
 UNDECODED = re.compile("[\udc80-\udcff]")

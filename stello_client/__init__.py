@@ -31,6 +31,7 @@ import stello  # noqa: F401 (first: its import settles gRPC fork support before 
 if TYPE_CHECKING:
     from stello_client.aio import AsyncClient
     from stello_client.calls import Retry
+    from stello_client.connection.target import TlsFiles
     from stello_client.exceptions import (
         ConfigurationError,
         InvalidArgument,
@@ -38,17 +39,16 @@ if TYPE_CHECKING:
         RpcError,
         StelloClientError,
     )
+    from stello_client.methods.watching import Watch
     from stello_client.sync import Client
-    from stello_client.target import TlsFiles
     from stello_client.types import tool, tool_result
-    from stello_client.watching import Watch
 
 _WHERE = {
     "AsyncClient": "stello_client.aio",
     "Client": "stello_client.sync",
     "Retry": "stello_client.calls",
-    "TlsFiles": "stello_client.target",
-    "Watch": "stello_client.watching",
+    "TlsFiles": "stello_client.connection.target",
+    "Watch": "stello_client.methods.watching",
     "StelloClientError": "stello_client.exceptions",
     "ConfigurationError": "stello_client.exceptions",
     "RpcError": "stello_client.exceptions",

@@ -7,13 +7,13 @@ caller, deadlines and retries); this class puts them together.
 
 from __future__ import annotations
 
-from stello_client.reads import ReadCalls
-from stello_client.retention import RetentionCalls
-from stello_client.sessions import SessionCalls
-from stello_client.shared_memory import SharedMemoryCalls
-from stello_client.slots import SlotCalls
-from stello_client.turns import TurnCalls
-from stello_client.watching import WatchCalls
+from stello_client.methods.reads import ReadCalls
+from stello_client.methods.retention import RetentionCalls
+from stello_client.methods.sessions import SessionCalls
+from stello_client.methods.shared_memory import SharedMemoryCalls
+from stello_client.methods.slots import SlotCalls
+from stello_client.methods.turns import TurnCalls
+from stello_client.methods.watching import WatchCalls
 
 # One method per AgentGateway RPC (tests/sdk check that every RPC of the proto has one).
 RPC_METHODS = {

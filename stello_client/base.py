@@ -6,7 +6,7 @@ through `_unary` (or a stream), which adds the key, the request id, the
 deadline and the retries of `stello_client.calls`. A space given by name, or
 not at all, is found by WhoAmI at the first call that needs it, once.
 
-The channel is `stello_client.channel`'s, and the requests' building is
+The channel is `stello_client.connection.channel`'s, and the requests' building is
 `stello_client.requests`' (both re-exported here).
 """
 
@@ -21,18 +21,11 @@ from typing import Any, NoReturn, Self, TypeAlias, TypeVar
 from stello.agent.v1 import agent_pb2
 from stello.channels import ClientTls
 from stello_client.calls import CallOptions, Retry, call_options, is_number, retry_of, unary
-from stello_client.channel import CHANNEL_OPTIONS as CHANNEL_OPTIONS
-from stello_client.channel import CLOSED as CLOSED
-from stello_client.channel import Channel as Channel
-from stello_client.errors import RESOLVER_WORDS
-from stello_client.exceptions.access import Unauthenticated
-from stello_client.exceptions.base import ConfigurationError, RpcError
-from stello_client.exceptions.transport import Unavailable
-from stello_client.flags import MAX_DEADLINE_S
-from stello_client.requests import request_id_or_new as request_id_or_new
-from stello_client.requests import request_of as request_of
-from stello_client.requests import set_optional as set_optional
-from stello_client.target import (
+from stello_client.connection.channel import CHANNEL_OPTIONS as CHANNEL_OPTIONS
+from stello_client.connection.channel import CLOSED as CLOSED
+from stello_client.connection.channel import Channel as Channel
+from stello_client.connection.flags import MAX_DEADLINE_S
+from stello_client.connection.target import (
     Target,
     TlsFiles,
     check_gateway,
@@ -40,6 +33,13 @@ from stello_client.target import (
     refuse_empty,
     resolve_target,
 )
+from stello_client.errors import RESOLVER_WORDS
+from stello_client.exceptions.access import Unauthenticated
+from stello_client.exceptions.base import ConfigurationError, RpcError
+from stello_client.exceptions.transport import Unavailable
+from stello_client.requests import request_id_or_new as request_id_or_new
+from stello_client.requests import request_of as request_of
+from stello_client.requests import set_optional as set_optional
 
 T = TypeVar("T")
 

@@ -37,10 +37,10 @@ from stello.channels import ClientTls
 from stello_client.aio import AsyncClient
 from stello_client.base import DEFAULT_TIMEOUT_S, DEFAULT_TURN_TIMEOUT_S, NOT_PICKLED
 from stello_client.calls import Retry
+from stello_client.connection.target import TlsFiles
 from stello_client.exceptions.base import ConfigurationError
-from stello_client.target import TlsFiles
+from stello_client.methods.watching import Watch
 from stello_client.types import EventKind, SpaceEvent
-from stello_client.watching import Watch
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -20,8 +20,8 @@ from stello.config.env_names import warn_unknown
 from stello.errors import StelloError
 from stello.serving.runner import event_loop_factory
 from stello.telemetry.logs import LogSettings, configure_logging
+from stello_client.connection.flags import port, resolve_tls, tls_options
 from stello_client.errors import ClientError
-from stello_client.flags import port, resolve_tls, tls_options
 from stello_console.app import DEFAULT_PORT, ConsoleOptions, running_console
 
 log = logging.getLogger("stello_console")

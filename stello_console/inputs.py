@@ -9,7 +9,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from stello import json_text
+from stello.formats import json_text
 from stello_console.errors import ConsoleInputError
 
 MAX_CURSOR_DIGITS = 18

@@ -10,8 +10,8 @@ from typing import Any, cast
 from google.protobuf import json_format
 
 from stello.common.v1 import common_pb2
+from stello.formats.timestamps import from_timestamp, set_timestamp, timestamp
 from stello.storage.v1 import storage_pb2
-from stello.timestamps import from_timestamp, set_timestamp, timestamp
 from storage_service.events.repository import StoredEvent
 from storage_service.models import (
     CompressionCache,

@@ -214,7 +214,7 @@ class IndexCaps:
 
 @dataclass(frozen=True, slots=True)
 class TurnBudget:
-    """What BeginTurn's window may hold, in estimated tokens (`stello.tokens`); `index`:
+    """What BeginTurn's window may hold, in estimated tokens (`stello.rules.tokens`); `index`:
     read the shared memory index too, within those caps."""
 
     window_tokens: int

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from stello import json_text
+from stello.formats import json_text
 from stello.validation import fits_bigint
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -31,7 +31,7 @@ def decode(token: str) -> Any:
     """What `token` carries (JSON: any type; the caller checks it).
 
     Raises:
-        ValueError: not base64 (binascii.Error) or not JSON (`stello.json_text`: nested
+        ValueError: not base64 (binascii.Error) or not JSON (`stello.formats.json_text`: nested
             past what Python's json reads, a NaN or infinite number, too).
     """
     padded = token + "=" * (-len(token) % 4)

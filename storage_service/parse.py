@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stello import memory_rules, validation
+from stello import validation
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
+from stello.formats.timestamps import stored_time
+from stello.rules import memory_rules
 from stello.settings import StelloSettings
 from stello.storage.v1 import storage_pb2
-from stello.timestamps import stored_time
 from stello.validation import parse_uuid
 from storage_service.config import StorageSettings
 from storage_service.convert import struct_to_dict

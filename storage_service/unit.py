@@ -3,7 +3,7 @@
 What one transaction does is what its work function does with the `UnitOfWork`
 it is handed: every repository it reads from the unit runs on that connection,
 and every event they queue goes to that outbox, written as the transaction's last
-statement (DESIGN §4.6; `stello.events`). `Database.statement` runs a single
+statement (DESIGN §4.6; `stello.stored.events`). `Database.statement` runs a single
 self-contained statement without BEGIN/COMMIT (it is atomic on its own and saves
 the round trips), so a change that queues an event cannot use it. A repository
 is made on first use: most units touch one or two tables.
@@ -18,7 +18,7 @@ import asyncpg
 
 from stello.db.maintenance import SpaceNode, space_ids
 from stello.db.pool import in_statement, in_transaction
-from stello.events import Outbox
+from stello.stored.events import Outbox
 from storage_service.events.repository import EventRepository
 from storage_service.guard.repository import GuardRepository
 from storage_service.jobs.repository import JobRepository

@@ -14,11 +14,12 @@ from typing import Any
 from google.protobuf import unknown_fields
 from google.protobuf.message import Message
 
-from stello import metadata, validation
+from stello import validation
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
-from stello.idempotency import MAX_REQUEST_ID_CHARS
-from stello.timestamps import from_timestamp, set_timestamp
+from stello.formats.timestamps import from_timestamp, set_timestamp
+from stello.rules import metadata
+from stello.stored.idempotency import MAX_REQUEST_ID_CHARS
 from stello.tree.v1 import tree_pb2
 from stello.validation import not_one_of, parse_uuid, space_uuid
 from tree_service.models import (

@@ -13,10 +13,10 @@ from typing import Any
 
 import grpc
 
-from stello import metadata
 from stello.errors import Violations
-from stello.idempotency import fingerprint
-from stello.prefixes import match_limit, parse_prefix
+from stello.rules import metadata
+from stello.rules.prefixes import match_limit, parse_prefix
+from stello.stored.idempotency import fingerprint
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from stello.validation import label, page_size, parse_uuid, space_uuid
 from tree_service.convert import (

@@ -19,11 +19,11 @@ from typing import TypeVar
 
 import asyncpg
 
-from stello import idempotency
 from stello.db.maintenance import SpaceNode, space_ids
 from stello.db.pool import in_transaction
 from stello.errors import DeadlineExceeded
-from stello.events import Outbox
+from stello.stored import idempotency
+from stello.stored.events import Outbox
 from tree_service import sql
 from tree_service.erasure.job import EraseRepository
 from tree_service.erasure.repository import SubtreeStatements

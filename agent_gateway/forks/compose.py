@@ -18,7 +18,7 @@ from typing import Protocol, TypeVar
 
 from agent_gateway.history.records import context_record
 from stello.common.v1 import common_pb2
-from stello.tool_groups import kept_tool_group_indices
+from stello.rules.tool_groups import kept_tool_group_indices
 
 T = TypeVar("T")
 

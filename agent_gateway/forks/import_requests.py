@@ -14,13 +14,14 @@ import uuid
 
 from agent_gateway.forks.imports import ImportInput
 from agent_gateway.forks.inputs import SizeLimits
-from stello import metadata, validation
+from stello import validation
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.enum_words import given
 from stello.errors import Violations
-from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
-from stello.timestamps import stored_time
+from stello.formats.timestamps import stored_time
+from stello.rules import metadata
+from stello.stored.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
 
 ROLES = frozenset(
     (

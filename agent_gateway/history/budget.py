@@ -1,6 +1,6 @@
 """How many of a model's tokens a prompt takes, and the shares of the window (DESIGN §4.3).
 
-Storage estimates a record as ceil(code points / 4) (`stello.tokens`): cheap,
+Storage estimates a record as ceil(code points / 4) (`stello.rules.tokens`): cheap,
 stored, and what its window budget is in. A model counts differently (CJK
 text about four times more), so before any call the gateway counts what it is
 about to send with `Counter`: ASCII characters three to a token, every other

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from agent_gateway.llm.base import LLMMessage, Role, ToolCallSpec, ToolSpec
 from agent_gateway.llm.prompts.messages import Prompts
-from stello.tool_groups import remove_incomplete_tool_groups
+from stello.rules.tool_groups import remove_incomplete_tool_groups
 
 __all__ = [
     "Record",

@@ -23,7 +23,7 @@ from google.protobuf import struct_pb2
 from agent_gateway.history.context import Record
 from agent_gateway.llm import Role, ToolCallSpec, Usage, parse_tool_arguments
 from stello.common.v1 import common_pb2
-from stello.timestamps import timestamp
+from stello.formats.timestamps import timestamp
 
 ROLES: dict[int, Role] = {
     common_pb2.RECORD_ROLE_SYSTEM: "system",

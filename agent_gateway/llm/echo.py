@@ -38,7 +38,7 @@ from agent_gateway.llm.base import (
     Usage,
     estimate_tokens,
 )
-from stello import json_text
+from stello.formats import json_text
 
 DEFAULT_MAX_CONTEXT_TOKENS = 128_000
 DEFAULT_MAX_REPLY_CHARS = 2_000

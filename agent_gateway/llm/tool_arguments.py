@@ -2,7 +2,7 @@
 
 A model may produce arguments that are not a JSON object (truncated or malformed JSON;
 text Python's json reads and JSON has not: NaN, Infinity, 1e999, nesting past what it
-reads, `stello.json_text`), which storage would refuse. They are neither dropped nor
+reads, `stello.formats.json_text`), which storage would refuse. They are neither dropped nor
 turned into `{}`: `parse_tool_arguments` keeps the raw text under `RAW_ARGUMENTS_KEY`, so
 the tool (built-in or client) sees what the model sent and can answer with an error the
 model can correct.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from agent_gateway.llm.base import JsonObject
-from stello import json_text
+from stello.formats import json_text
 
 logger = logging.getLogger(__name__)
 

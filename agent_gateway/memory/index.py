@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from agent_gateway.llm import Prompts
 from agent_gateway.llm.prompts.texts import SHARED_MEMORY_HINT, SHARED_MEMORY_MORE
 from stello.common.v1 import common_pb2
-from stello.memory_rules import index_line
+from stello.rules.memory_rules import index_line
+from stello.rules.tokens import estimate_tokens
 from stello.storage.v1 import storage_pb2
-from stello.tokens import estimate_tokens
 
 OPEN, CLOSE = "<shared_memory_index>", "</shared_memory_index>"
 _WIDEST_COUNT = "1000000"

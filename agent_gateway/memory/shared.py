@@ -1,7 +1,7 @@
 """The space's shared memory through the gateway (DESIGN §4.5, STELLO-SPEC §4.8).
 
 Storage owns the entries; the gateway passes its RPCs through and checks the
-slug rules and size limits first (`stello.memory_rules`), so a refused write
+slug rules and size limits first (`stello.rules.memory_rules`), so a refused write
 never reaches storage. The memory tools (`memory_tools`) use the same calls.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 import uuid
 
 from agent_gateway.clients import Caller, StorageClient
-from stello import memory_rules
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
+from stello.rules import memory_rules
 from stello.storage.v1 import storage_pb2
 
 

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 
 from agent_gateway.memory.shared import SharedMemory
 from agent_gateway.servicer.callers import caller_of
-from stello import memory_rules, validation
+from stello import validation
 from stello.agent.v1 import agent_pb2
 from stello.errors import Violations
-from stello.idempotency import MAX_REQUEST_ID_CHARS
+from stello.rules import memory_rules
+from stello.stored.idempotency import MAX_REQUEST_ID_CHARS
 
 if TYPE_CHECKING:
     from agent_gateway.servicer.callers import Context

@@ -2,7 +2,7 @@
 
 Mixed into `servicer.AgentGatewayServicer`. The limits are checked here on the
 request before the tree is called, and by the tree again on the merged result
-in its transaction (stello.metadata).
+in its transaction (stello.rules.metadata).
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING
 
 from agent_gateway.servicer.callers import caller_of
 from agent_gateway.sessions.service import SessionService
-from stello import metadata, validation
+from stello import validation
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
+from stello.rules import metadata
 
 if TYPE_CHECKING:
     from agent_gateway.servicer.callers import Context

@@ -24,7 +24,7 @@ from stello import validation
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
-from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
+from stello.stored.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
 
 if TYPE_CHECKING:
     from agent_gateway.servicer.callers import Context

@@ -17,7 +17,7 @@ from stello import validation
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
-from stello.prefixes import match_limit, parse_prefix
+from stello.rules.prefixes import match_limit, parse_prefix
 
 if TYPE_CHECKING:
     from agent_gateway.servicer.callers import Context

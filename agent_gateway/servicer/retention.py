@@ -15,7 +15,7 @@ from stello import validation
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
-from stello.retention_days import days_problem
+from stello.rules.retention_days import days_problem
 
 if TYPE_CHECKING:
     from agent_gateway.servicer.callers import Context

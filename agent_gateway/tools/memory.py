@@ -4,7 +4,7 @@
   is an error result;
 - ``stello_memory_remember(slug, summary, body)`` upserts and answers
   ``{"slug"}``; a slug that is empty or trims to empty, a missing summary or
-  body, or one storage would refuse (`stello.memory_rules`), is an error result;
+  body, or one storage would refuse (`stello.rules.memory_rules`), is an error result;
 - ``stello_memory_forget(slug)`` removes and answers ``{"slug"}``, also for an
   unknown slug.
 
@@ -27,9 +27,9 @@ from agent_gateway.clients import Caller
 from agent_gateway.llm import RAW_ARGUMENTS_KEY, ToolCallSpec, ToolSpec
 from agent_gateway.memory.shared import SharedMemory
 from agent_gateway.tools.base import MEMORY_FORGET, MEMORY_RECALL, MEMORY_REMEMBER, ToolOutcome
-from stello import memory_rules
 from stello.errors import NotFound, StelloError, Violations
-from stello.idempotency import MAX_REQUEST_ID_CHARS
+from stello.rules import memory_rules
+from stello.stored.idempotency import MAX_REQUEST_ID_CHARS
 
 _SLUG = {"type": "string", "description": "The entry's slug (its key in the index)."}
 

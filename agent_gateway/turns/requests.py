@@ -36,7 +36,7 @@ from stello import validation
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
 from stello.errors import Violations, cut
-from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
+from stello.stored.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
 from stello.validation import not_one_of
 
 

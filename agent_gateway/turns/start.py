@@ -1,7 +1,7 @@
 """How a turn starts: its BeginTurn request and what the answer means (DESIGN §4.2, §4.3).
 
 `begin_request` asks storage for the window's budget in storage's estimate
-(`stello.tokens`), at least what can fit: the gateway counts the context
+(`stello.rules.tokens`), at least what can fit: the gateway counts the context
 exactly once the records are in hand (`agent_gateway.history.budget`). The answer is
 a remembered reply (`remembered`), or the turn: its summary (`summary`) and,
 when the window does not reach back to the summary, the records between
@@ -16,8 +16,8 @@ from agent_gateway.turns.state import Plan, SendPlan
 from stello.agent.v1 import agent_pb2
 from stello.errors import AlreadyExists
 from stello.reasons import REQUEST_ID_REUSED
+from stello.rules.tokens import estimate_tokens
 from stello.storage.v1 import storage_pb2
-from stello.tokens import estimate_tokens
 
 
 def begin_request(

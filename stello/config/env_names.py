@@ -172,7 +172,7 @@ CLIENT_VARIABLES = {
     "STELLO_ADMIN_KEY": "`stello reconcile`: an admin-scope key",
     "STELLO_TEST_DATABASE_URL": "tests: an existing PostgreSQL instead of the embedded one",
 }
-"""Read with ``os.environ`` by the client commands and the SDK (stello_client.target,
+"""Read with ``os.environ`` by the client commands and the SDK (stello_client.connection.target,
 .flags, .credentials, stello_cli.admin.commands, stello_console): README's table lists them."""
 
 OTHER_VARIABLES = {

@@ -18,10 +18,10 @@ from stello_cli.admin.keys import register_keys
 from stello_cli.admin.nodes import migrate_node_out_of_reach
 from stello_cli.output.style import one_line, plural, write
 from stello_cli.parser import Commands, call_timeout, check_count, int32
-from stello_client.credentials import load_credentials
+from stello_client.connection.credentials import load_credentials
+from stello_client.connection.flags import pick, port, resolve_tls
 from stello_client.dicts import dumps
 from stello_client.errors import ClientError, UsageError, rpc_error_line
-from stello_client.flags import pick, port, resolve_tls
 
 if TYPE_CHECKING:  # the database commands import these when they run (a client needs none)
     from stello.db.migrate import Migration

@@ -1,7 +1,7 @@
 """Which database an admin command (`stello keys`, `spaces`, `migrate`) works on.
 
 `--database-url`, else ``STELLO_DATABASE_URL`` or ``STELLO_DATA_DIR``, else the one
-`stello up` saved beside its key (`stello_client.credentials`), else the embedded
+`stello up` saved beside its key (`stello_client.connection.credentials`), else the embedded
 cluster's default folder. Without the saved one, a shell lacking `stello up`'s
 ``STELLO_DATA_DIR`` made a key in a new, empty cluster that the running gateway never
 saw. A URL is saved without its password: given one, `stello up` is asked for again.
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from stello_client.credentials import Credentials, load_credentials
+from stello_client.connection.credentials import Credentials, load_credentials
 from stello_client.errors import ClientError, UsageError
 
 if TYPE_CHECKING:

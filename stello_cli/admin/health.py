@@ -9,9 +9,15 @@ import sys
 
 from stello_cli.output.style import write
 from stello_cli.parser import HEALTH_TIMEOUT_S, Commands, call_timeout, seconds
-from stello_client.credentials import load_credentials
+from stello_client.connection.credentials import load_credentials
+from stello_client.connection.flags import (
+    address_problem,
+    gateway_address,
+    pick,
+    resolve_tls,
+    tls_options,
+)
 from stello_client.errors import ClientError, connection_hint, own_deadline_line
-from stello_client.flags import address_problem, gateway_address, pick, resolve_tls, tls_options
 
 
 async def cmd_health(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf import json_format
 
 from stello.common.v1 import common_pb2
-from stello.retention_days import days_problem
+from stello.rules.retention_days import days_problem
 from stello_cli.gateway import gateway, session_id
 from stello_cli.output.style import one_line, plural, short_id, write
 from stello_cli.parser import Commands, session_argument, whole

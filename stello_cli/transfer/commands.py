@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello.file_names import shown_name
+from stello.formats.file_names import shown_name
 from stello_cli.gateway import gateway, session_id
 from stello_cli.output.style import plural, write
 from stello_cli.parser import Commands, session_argument
@@ -59,8 +59,8 @@ from stello_cli.transfer.import_file import import_order, load, plans, which
 from stello_cli.transfer.importer import Importer
 from stello_cli.turns.talk import all_records
 from stello_client import dicts
+from stello_client.connection.flags import file_name
 from stello_client.errors import ClientError, rpc_error_line
-from stello_client.flags import file_name
 
 if TYPE_CHECKING:
     from stello_client.aio import AsyncClient

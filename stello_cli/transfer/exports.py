@@ -14,7 +14,7 @@ from google.protobuf import struct_pb2, timestamp_pb2
 
 from stello.agent.v1 import agent_pb2
 from stello.common.v1 import common_pb2
-from stello.tool_groups import kept_tool_group_indices
+from stello.rules.tool_groups import kept_tool_group_indices
 from stello_cli.output.style import plural
 from stello_client import dicts
 from stello_client.dicts import when

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from stello import json_text
 from stello.common.v1 import common_pb2
-from stello.file_names import shown_name
+from stello.formats import json_text
+from stello.formats.file_names import shown_name
 from stello_cli.output.style import read_stdin
 from stello_cli.parser import MAX_INT32
 from stello_cli.transfer.exports import (
@@ -222,8 +222,9 @@ def _within_limits(planned: Planned) -> None:
     Raises:
         ClientError: the fields that break them, named as the file names them.
     """
-    from stello import metadata, validation
+    from stello import validation
     from stello.errors import Violations, listed
+    from stello.rules import metadata
 
     found = Violations()
     validation.label(planned.label, found)

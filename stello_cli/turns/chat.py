@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from stello.file_names import shown_name
+from stello.formats.file_names import shown_name
 from stello_cli.gateway import failed_call_line, gateway, session_id, unknown_profile
 from stello_cli.output import format as fmt
 from stello_cli.output.style import Style, ago, one_line, plural, short_id, write
@@ -49,7 +49,7 @@ from stello_cli.turns.talk import (
     stream_turn,
     with_outcome,
 )
-from stello_client.credentials import credentials_path
+from stello_client.connection.credentials import credentials_path
 from stello_client.errors import ClientError, UsageError
 
 if TYPE_CHECKING:

@@ -44,7 +44,7 @@ from stello.settings import StelloSettings
 from stello.telemetry import tracing
 from stello_cli.admin.databases import with_database
 from stello_cli.up.process import one_up, stop_on_signals
-from stello_client.credentials import (
+from stello_client.connection.credentials import (
     Credentials,
     credentials_path,
     load_credentials,

@@ -48,7 +48,7 @@ from stello_cli.up.suite import (
     start_servers,
     with_addresses,
 )
-from stello_client.credentials import save_credentials
+from stello_client.connection.credentials import save_credentials
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """SQL of the space outbox's reading side (DESIGN §4.6): pages of events, retention purge.
 
 Storage owns `space_events` and `space_positions` (migration 0005); both
-services write them through `stello.events.Outbox`. Every statement filters by
+services write them through `stello.stored.events.Outbox`. Every statement filters by
 ``space_id`` (the purge joins each space's own row).
 """
 
@@ -15,7 +15,7 @@ from typing import cast
 import asyncpg
 
 from stello.db.maintenance import across_spaces, bounded, bulk
-from stello.events import EventKind
+from stello.stored.events import EventKind
 
 # One statement, one snapshot: the space's newest position, its purge mark
 # and the page agree. A space without events has neither row: 0 and 0.

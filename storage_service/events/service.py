@@ -1,6 +1,6 @@
 """The space's events for readers (DESIGN §4.6): pages by position, and the retention purge.
 
-Positions are handed out in commit order (`stello.events`), so a page after a
+Positions are handed out in commit order (`stello.stored.events`), so a page after a
 position never misses an event that commits later. Knows nothing of gRPC.
 """
 

@@ -11,8 +11,8 @@ import uuid
 from stello.common.v1 import common_pb2
 from stello.enum_words import given, one_of
 from stello.errors import Violations
+from stello.formats.timestamps import timestamp
 from stello.storage.v1 import storage_pb2
-from stello.timestamps import timestamp
 from stello.validation import not_one_of, parse_uuid
 from storage_service.jobs.repository import Coverage, JobState, OrphanedJob
 from storage_service.models import JobKindName, JobStatusName

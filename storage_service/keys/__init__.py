@@ -2,7 +2,7 @@
 
 Its own scopes (AppendRecords, Transact, the shared memory writes) and the
 callers' (RememberResultOp, read back by GetRememberedResult and BeginTurn).
-`repository` runs `stello.idempotency`'s statements on a unit of work; `idempotent`
+`repository` runs `stello.stored.idempotency`'s statements on a unit of work; `idempotent`
 runs a write at most once per request_id; `wire` checks a request's key and a
 remembered result's scope.
 """

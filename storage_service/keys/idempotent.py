@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from stello.errors import Aborted, FailedPrecondition, NotFound
-from stello.idempotency import Answered, answer_of
+from stello.stored.idempotency import Answered, answer_of
 from storage_service.models import Idempotency
 from storage_service.unit import Database, UnitOfWork
 
@@ -38,7 +38,7 @@ class Codec(Protocol[T]):
 class Idempotent(Generic[T]):
     """Runs work at most once per request_id: the work, then its key in the same
     transaction (one insert); an earlier call's live key answers instead (the work rolled
-    back), and a failing work answers it too when there is one (stello.idempotency)."""
+    back), and a failing work answers it too when there is one (stello.stored.idempotency)."""
 
     def __init__(self, scope: str, codec: Codec[T]) -> None:
         self._scope = scope

@@ -1,4 +1,4 @@
-"""SQL of the request keys: `stello.idempotency`'s statements on a unit of work's connection.
+"""SQL of the request keys: `stello.stored.idempotency`'s statements on a unit of work's connection.
 
 The statements are the kernel's (the tree keeps its keys the same way); a key is
 stored in the transaction of the work it answers for, so it exists iff that work
@@ -11,9 +11,9 @@ import uuid
 
 import asyncpg
 
-from stello import idempotency
 from stello.errors import NotFound
 from stello.reasons import SESSION_NOT_FOUND
+from stello.stored import idempotency
 from storage_service.models import RememberedResult
 
 

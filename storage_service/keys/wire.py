@@ -8,8 +8,8 @@ memory writes (DESIGN §2).
 from __future__ import annotations
 
 from stello.errors import Violations
-from stello.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
 from stello.storage.v1 import storage_pb2
+from stello.stored.idempotency import MAX_REQUEST_ID_CHARS, fingerprint
 from storage_service.models import Idempotency
 
 MAX_SCOPE_CHARS = 100

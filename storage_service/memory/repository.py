@@ -20,9 +20,9 @@ from datetime import datetime
 
 import asyncpg
 
-from stello import reply_erasure
 from stello.errors import space_not_found
-from stello.events import Event, Outbox
+from stello.stored import reply_erasure
+from stello.stored.events import Event, Outbox
 from storage_service.models import SharedMemoryEntry, Upserted
 
 # One statement, one snapshot: the space's count and the page agree. A space

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from stello import reply_erasure
-from stello.events import Outbox
+from stello.stored import reply_erasure
+from stello.stored.events import Outbox
 from storage_service.models import MAX_SEQ, NewRecord, RecordQuery, StoredRecord, ToolCall
 from storage_service.records.lineage import PARTS
 from storage_service.sessions.repository import session_event
@@ -32,7 +32,7 @@ from storage_service.sessions.repository import session_event
 # columns (migration 0006) are counted under the same lock: each record's estimate,
 # and the cumulative one continuing the session's total. `$9`: the statement is its
 # whole transaction (AppendRecords on its own) and takes the event's position in it
-# (the space's row stays locked until it commits), as `stello.events.Outbox.flush`
+# (the space's row stays locked until it commits), as `stello.stored.events.Outbox.flush`
 # does at a transaction's end; a provisional session takes no position and writes no
 # event. A function of plain statements (migration 0034): on Citus each is routed to
 # the space's worker, and a call that is its own transaction is delegated there whole.

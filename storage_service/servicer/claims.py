@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stello.errors import Violations
+from stello.formats.timestamps import timestamp
 from stello.serving.interceptors import current_principal
 from stello.storage.v1 import storage_pb2
-from stello.timestamps import timestamp
 from stello.validation import parse_uuid
 from storage_service.guard.service import ForkGuard
 from storage_service.jobs import wire

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from stello import memory_rules
 from stello.errors import Violations
+from stello.rules import memory_rules
 from stello.storage.v1 import storage_pb2
 from stello.validation import page_size, space_uuid
 from storage_service.convert import entry_to_proto

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stello.errors import Violations
+from stello.formats.timestamps import timestamp
 from stello.storage.v1 import storage_pb2
-from stello.timestamps import timestamp
 from stello.validation import parse_uuid
 from storage_service.convert import turn_start_to_proto
 from storage_service.parse import RequestParser

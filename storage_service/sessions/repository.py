@@ -22,7 +22,7 @@ from itertools import groupby
 
 import asyncpg
 
-from stello.events import Event, EventKind, Outbox
+from stello.stored.events import Event, EventKind, Outbox
 from storage_service.models import MetaUpdate, SessionMeta, Status
 
 GET_SESSION = """

@@ -13,8 +13,8 @@ from collections.abc import Set as AbstractSet
 import asyncpg
 
 from stello.errors import Aborted, OutOfRange
-from stello.events import EventKind, Outbox
 from stello.reasons import CONCURRENT_MODIFICATION
+from stello.stored.events import EventKind, Outbox
 from storage_service.models import (
     SLOT_NAMES,
     SessionMeta,

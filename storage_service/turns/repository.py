@@ -18,7 +18,7 @@ from datetime import datetime
 
 import asyncpg
 
-from stello.events import Outbox
+from stello.stored.events import Outbox
 from storage_service.models import CompressionCache, SessionMeta
 from storage_service.sessions.repository import meta_of, session_event
 

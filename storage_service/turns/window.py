@@ -2,7 +2,7 @@
 
 Read inside BeginTurn's transaction, under the session's row lock. The budget
 is the caller's window less the stored prefix (system prompt, insight,
-summary: their estimates by `stello.tokens`, the rule the stored columns
+summary: their estimates by `stello.rules.tokens`, the rule the stored columns
 follow; and, when asked for and not empty, the shared memory index, DESIGN
 §4.5) and the caller's reserve. The window's start comes from the token
 columns alone (two index probes, `RecordRepository.first_after` and
@@ -19,8 +19,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
-from stello.memory_rules import index_cut, index_line
-from stello.tokens import estimate_tokens, record_tokens
+from stello.rules.memory_rules import index_cut, index_line
+from stello.rules.tokens import estimate_tokens, record_tokens
 from storage_service.models import (
     IndexCaps,
     RecordQuery,

@@ -31,7 +31,6 @@ import asyncpg
 import grpc
 import pytest
 
-from stello import idempotency
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.common.v1 import common_pb2
 from stello.db.maintenance import space_ids
@@ -39,6 +38,7 @@ from stello.db.migrate import migrate
 from stello.db.periodic import Periodic
 from stello.distribution.apply import distribute
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
+from stello.stored import idempotency
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from storage_service.events.service import Purger
 from storage_service.search.backfill import SearchBackfill

@@ -16,7 +16,7 @@ import asyncpg
 import pytest
 from pglast.parser import fingerprint
 
-from stello import idempotency
+from stello.stored import idempotency
 from storage_service.jobs import repository as jobs_repository
 from storage_service.search import backfill_repository
 from tests.distribution.plan import read_plan

@@ -3,7 +3,7 @@ commands read as it says, and names every field the file holds.
 
 The profiles, skills and prompts examples are read by the tests of their loaders
 (tests/cli/suite.py, tests/gateway/llm/prompts/test_config.py); this one by
-`stello_client.credentials.load_credentials`, the client commands' and the SDK's reader.
+`stello_client.connection.credentials.load_credentials`, the client commands' and the SDK's reader.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from stello_client.credentials import Credentials, load_credentials, save_credentials
+from stello_client.connection.credentials import Credentials, load_credentials, save_credentials
 from tests.docs.test_references import REPO
 
 MARKER = "<!-- credentials example: read by tests/docs/test_config_files.py -->"

@@ -8,10 +8,10 @@ from typing import cast
 import asyncpg
 import pytest
 
-from stello import idempotency
 from stello.db.migrate import CITUS_INSTALLED
 from stello.errors import AlreadyExists
 from stello.reasons import REQUEST_ID_REUSED
+from stello.stored import idempotency
 from tests.support.fixtures import TestSpace
 
 pytestmark = pytest.mark.sql

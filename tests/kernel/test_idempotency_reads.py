@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from stello import idempotency
+from stello.stored import idempotency
 from tests.support.fresh import (
     GENERIC_PLAN_READS,
     LONE_ROOTS,

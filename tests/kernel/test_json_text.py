@@ -1,4 +1,5 @@
-"""stello.json_text: strict JSON from outside the process, or the ValueError its callers handle."""
+"""stello.formats.json_text: strict JSON from outside the process, or the ValueError its callers
+handle."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 
 import pytest
 
-from stello import json_text
+from stello.formats import json_text
 
 DEEP = "[" * 100_000 + "]" * 100_000
 

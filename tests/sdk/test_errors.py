@@ -29,6 +29,7 @@ from stello.storage.v1 import storage_pb2
 from stello_client import AsyncClient, ConfigurationError, Retry
 from stello_client.base import KEY_CHARS, MAX_KEY_CHARS
 from stello_client.calls import NO_RETRY, call_options, failure, header_request_id, retryable
+from stello_client.connection.flags import MAX_DEADLINE_S
 from stello_client.errors import rpc_error_line
 from stello_client.exceptions import (
     BY_CODE,
@@ -58,7 +59,6 @@ from stello_client.exceptions import (
     error_class,
     from_rpc_error,
 )
-from stello_client.flags import MAX_DEADLINE_S
 from stello_client.types import ForkContext, Record, TextDelta, tool, tool_result
 from storage_service.app import create_purger
 from storage_service.config import StorageSettings

@@ -70,14 +70,14 @@ def test_the_exceptions_are_one_public_module_over_their_families() -> None:
 def test_the_client_core_re_exports_its_channel_and_requests() -> None:
     """`stello_client.base` still names what moved out of it to `channel` and `requests`,
     so a program that imported them from there keeps working."""
-    for name in ("channel", "requests"):
+    for name in ("connection.channel", "requests"):
         module = importlib.import_module(f"stello_client.{name}")
         for member, value in inspect.getmembers(module):
             defined_here = getattr(value, "__module__", None) == module.__name__
             code = inspect.isroutine(value) or inspect.isclass(value)
             if defined_here and code and not member.startswith("_"):
                 assert getattr(stello_client.base, member) is value, f"{name}.{member}"
-    channel = importlib.import_module("stello_client.channel")
+    channel = importlib.import_module("stello_client.connection.channel")
     assert stello_client.base.CLOSED is channel.CLOSED
     assert stello_client.base.CHANNEL_OPTIONS is channel.CHANNEL_OPTIONS
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stello_client import AsyncClient, Client
-from stello_client.credentials import Credentials, credentials_path, save_credentials
+from stello_client.connection.credentials import Credentials, credentials_path, save_credentials
 from stello_client.errors import rpc_error_line
 from stello_client.exceptions import Unauthenticated
 from tests.gateway.conftest import Stack

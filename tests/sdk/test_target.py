@@ -10,7 +10,7 @@ import pytest
 
 from stello_client import AsyncClient, Client, ConfigurationError
 from stello_client.calls import Retry
-from stello_client.target import resolve_target
+from stello_client.connection.target import resolve_target
 
 SAVED = {"space_id": "saved-space", "key": "saved-key", "gateway": "127.0.0.1:50063"}
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from stello_client import AsyncClient, Client
+from stello_client.methods.watching import Watch
 from stello_client.sync import SyncWatch
-from stello_client.watching import Watch
 from tests.gateway.conftest import Stack
 from tests.sdk.conftest import client_of
 

@@ -7,7 +7,7 @@ import uuid
 
 import asyncpg
 
-from stello.tokens import record_tokens
+from stello.rules.tokens import record_tokens
 
 ROWS = """
 SELECT seq, content, tool_calls, token_estimate, token_cumulative

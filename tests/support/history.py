@@ -21,7 +21,7 @@ import asyncpg
 import asyncpg.pool
 
 from stello.db.migrate import CITUS_INSTALLED
-from stello.tokens import record_tokens
+from stello.rules.tokens import record_tokens
 from storage_service.records.lineage import LineageRepository
 
 COLUMNS = [
@@ -54,7 +54,7 @@ async def seed_history(
 ) -> None:
     """Append `count` records (role, content from `record(i)`) after the session's last seq.
 
-    The token columns are counted by `stello.tokens` as the rows are written
+    The token columns are counted by `stello.rules.tokens` as the rows are written
     (the twin of the SQL rule, tests/storage/records/test_tokens.py); `recount` has
     ``stello_recount_tokens`` (the migration's backfill) count them instead.
     """

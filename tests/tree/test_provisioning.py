@@ -12,9 +12,9 @@ import grpc
 import pytest
 
 import tree_service.sweep.service
-from stello import idempotency
 from stello.common.v1 import common_pb2
 from stello.errors import field_violations
+from stello.stored import idempotency
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.support.fixtures import MakeSession, RunningServer, ServerStarter, TestSpace
 from tests.tree.conftest import TreeClient, erased, open_tree, session_count

@@ -12,9 +12,9 @@ from functools import partial
 
 import asyncpg
 
-from stello import reply_erasure
 from stello.db.maintenance import across_spaces, bounded, within_space
 from stello.db.pool import in_transaction
+from stello.stored import reply_erasure
 from tree_service.erasure import release
 from tree_service.sql import ERASING
 

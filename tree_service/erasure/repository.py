@@ -11,7 +11,7 @@ import uuid
 
 import asyncpg
 
-from stello.events import Event, Outbox
+from stello.stored.events import Event, Outbox
 from tree_service.sql import ERASING
 
 # -- Erasure -------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from stello.errors import InvalidArgument, session_not_found
-from stello.prefixes import prefix_range
+from stello.rules.prefixes import prefix_range
 from tree_service.encoding import (
     bad_ancestor_token,
     config_from_json,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from stello.errors import session_not_found
-from stello.events import Event, Outbox
+from stello.stored.events import Event, Outbox
 
 # The visible ones of sessions $2, each by one probe of the key: a generic plan
 # of `id = ANY ($2)` read every session of a space its statistics called small.

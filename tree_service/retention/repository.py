@@ -19,7 +19,7 @@ from datetime import date, datetime
 
 import asyncpg
 
-from stello.events import Event, Outbox
+from stello.stored.events import Event, Outbox
 from tree_service.nodes.repository import WALK_PLANS
 
 GET_POLICY = """

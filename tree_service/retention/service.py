@@ -35,9 +35,9 @@ from stello.db.maintenance import SpaceNode, across_spaces, bounded, space_ids
 from stello.db.periodic import Periodic
 from stello.db.pool import in_transaction
 from stello.errors import FailedPrecondition, session_not_found
-from stello.events import Event, Outbox
 from stello.reasons import NO_RETENTION_POLICY
-from stello.retention_days import MAX_DAYS
+from stello.rules.retention_days import MAX_DAYS
+from stello.stored.events import Event, Outbox
 from tree_service.retention.repository import (
     Cursor,
     LockedPolicy,

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, time
 
 from stello.common.v1 import common_pb2
 from stello.errors import Violations
-from stello.timestamps import set_timestamp
+from stello.formats.timestamps import set_timestamp
 from tree_service.encoding import decode_page_token, encode_page_token
 from tree_service.retention.repository import Cursor, Policy
 from tree_service.retention.service import Action, Applied, validate_days

@@ -17,7 +17,7 @@ import asyncpg
 
 from stello.db.pool import fetch
 from stello.errors import session_not_found
-from stello.events import Event, EventKind, Outbox
+from stello.stored.events import Event, EventKind, Outbox
 from tree_service.models import Node, SessionSpec, Status
 from tree_service.nodes.repository import STATUS_OF, to_node
 from tree_service.sql import ERASING, NODE_COLUMNS, UNLINKED_NODE_COLUMNS

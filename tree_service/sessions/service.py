@@ -6,7 +6,6 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
-from stello import metadata
 from stello.errors import (
     FailedPrecondition,
     NotFound,
@@ -14,7 +13,8 @@ from stello.errors import (
     session_archived,
     session_not_found,
 )
-from stello.idempotency import Answered, answer_of
+from stello.rules import metadata
+from stello.stored.idempotency import Answered, answer_of
 from tree_service.encoding import config_from_json, config_to_json, decode_node, encode_node
 from tree_service.models import (
     CHILD_LABEL,

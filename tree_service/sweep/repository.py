@@ -7,9 +7,9 @@ import uuid
 
 import asyncpg
 
-from stello import idempotency, reply_erasure
 from stello.db.maintenance import across_spaces, bounded, within_space
 from stello.db.pool import in_transaction
+from stello.stored import idempotency, reply_erasure
 from tree_service.erasure import release
 from tree_service.models import SweptSession
 from tree_service.sql import ERASING

@@ -54,8 +54,8 @@ from agent_gateway.llm.network.answers import (
     unique_ids,
 )
 from agent_gateway.llm.tool_arguments import parse_tool_arguments
-from stello import json_text
 from stello.errors import ResourceExhausted
+from stello.formats import json_text
 
 DONE_MARK = "stello.done"
 """The `object` of the chunk `read_chunks` hands a stream's ``[DONE]`` on as."""

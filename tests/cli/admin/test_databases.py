@@ -8,7 +8,7 @@ import pytest
 
 from stello.settings import StelloSettings
 from stello_cli.admin.databases import with_database, without_password
-from stello_client.credentials import Credentials
+from stello_client.connection.credentials import Credentials
 
 BLANK = Credentials("s", "k")
 

@@ -8,7 +8,7 @@ from agent_gateway.history.budget import Calibration, Counter, Window, bound
 from agent_gateway.history.folding import Line, Packer, cut
 from agent_gateway.llm import LLMMessage, ToolCallSpec, ToolSpec
 from stello.errors import InvalidArgument
-from stello.tokens import estimate_tokens
+from stello.rules.tokens import estimate_tokens
 
 
 class TestBound:

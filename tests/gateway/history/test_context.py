@@ -15,7 +15,7 @@ from agent_gateway.history.context import (
     tool_groups,
 )
 from agent_gateway.llm import LLMMessage, Prompts, ToolCallSpec
-from stello.tool_groups import remove_incomplete_tool_groups
+from stello.rules.tool_groups import remove_incomplete_tool_groups
 from tests.gateway.llm.support import (
     CHINESE,
     ENGLISH,

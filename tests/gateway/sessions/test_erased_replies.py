@@ -437,7 +437,7 @@ class TestRemovedEntryReplies:
 def test_the_record_scopes_are_the_services_own() -> None:
     """The scopes a trim erases are those the turns, appends and batches remember under."""
     from agent_gateway.turns.state import SEND_SCOPE, SUBMIT_SCOPE
-    from stello.reply_erasure import RECORD_SCOPES
+    from stello.stored.reply_erasure import RECORD_SCOPES
     from storage_service.records.service import APPEND_SCOPE
     from storage_service.transact.service import TRANSACT_SCOPE
 

@@ -17,9 +17,9 @@ import pytest
 
 from agent_gateway.llm import RAW_ARGUMENTS_KEY
 from agent_gateway.llm.network.anthropic_provider import AnthropicProvider
-from stello import json_text
 from stello.agent.v1 import agent_pb2
 from stello.errors import error_info_reason
+from stello.formats import json_text
 from tests.gateway.conftest import Stack, StackMaker, row_counts, rpc_error
 from tests.gateway.llm.support import identity
 from tests.gateway.turns_support import (

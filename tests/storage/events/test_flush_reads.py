@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from stello.events import Outbox
+from stello.stored.events import Outbox
 from storage_service.sessions.repository import session_event
 from tests.support.fresh import (
     GENERIC_PLAN_READS,

@@ -19,7 +19,7 @@ import uuid
 import asyncpg
 import pytest
 
-from stello.events import Outbox
+from stello.stored.events import Outbox
 from storage_service.records.lineage import LineageRepository
 from storage_service.sessions.repository import SessionRepository
 from tests.support.fresh import (

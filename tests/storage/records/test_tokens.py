@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stello.common.v1 import common_pb2
+from stello.rules.tokens import estimate_tokens, record_tokens
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
-from stello.tokens import estimate_tokens, record_tokens
 from tests.storage.helpers import ASSISTANT, TOOL, rec
 from tests.storage.tokens import token_problems
 from tests.support.fixtures import MakeSession, TestSpace
@@ -78,7 +78,7 @@ class TestEstimate:
     async def test_sql_function_agrees(
         self, pool: asyncpg.Pool, content: str, calls: list[tuple[str, str]]
     ) -> None:
-        """stello_record_tokens (migration 0006) computes exactly what stello.tokens does."""
+        """stello_record_tokens (migration 0006) computes exactly what stello.rules.tokens does."""
         stored = [{"id": "c", "name": n, "arguments_json": a} for n, a in calls] or None
         async with pool.acquire() as con:
             got = await con.fetchval("SELECT stello_record_tokens($1, $2::jsonb)", content, stored)

@@ -13,7 +13,7 @@ import uuid
 import asyncpg
 import pytest
 
-from stello.events import Outbox
+from stello.stored.events import Outbox
 from storage_service.turns.repository import TurnRepository
 from tests.support.fixtures import MakeSession, TestSpace
 from tests.support.history import RowReads

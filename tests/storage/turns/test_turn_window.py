@@ -11,8 +11,8 @@ import pytest
 
 from stello.common.v1 import common_pb2
 from stello.errors import error_info_reason, field_violations
+from stello.rules.tokens import record_tokens
 from stello.storage.v1 import storage_pb2, storage_pb2_grpc
-from stello.tokens import record_tokens
 from tests.storage.helpers import ASSISTANT, TOOL, rec, rpc_error
 from tests.support.fixtures import MakeSession, TestSpace
 from tests.support.history import RowReads, seed_history

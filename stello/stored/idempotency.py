@@ -19,8 +19,8 @@ Either way a response is stored iff the work committed. Keys live 24 hours.
 Nothing outlives erasure (DESIGN §4.8): a key is linked to the sessions whose
 data its response holds (`idempotency_key_sessions`, migration 0011), and the
 transaction that erases a session erases those responses with it
-(`stello.reply_erasure.ERASE_LINKED`: a tombstone with no hash and no response, so a
-replay answers NOT_FOUND until the key expires; `stello.reply_erasure.FORGET_LINKED` for a
+(`stello.stored.reply_erasure.ERASE_LINKED`: a tombstone with no hash and no response, so a
+replay answers NOT_FOUND until the key expires; `stello.stored.reply_erasure.FORGET_LINKED` for a
 provisional session that was never visible: the key goes, so its saga can start over). An entry of
 an erased session (`Entry.erased`) never answers: `answer_of` raises NotFound.
 """

@@ -12,9 +12,9 @@ import grpc
 
 from stello.agent.v1 import agent_pb2_grpc
 from stello.channels import open_channel
+from stello_client.connection.target import Target
 from stello_client.exceptions.base import ConfigurationError
 from stello_client.exceptions.transport import Cancelled
-from stello_client.target import Target
 
 # Reconnect 0.1 s after a lost connection (gRPC waits 1 s), so a retry finds a restarted gateway.
 CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100),)

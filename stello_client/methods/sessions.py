@@ -1,5 +1,5 @@
 """Sessions: create (a root, a fork, an import), read one, rename, archive, delete (its slots:
-`stello_client.slots`).
+`stello_client.methods.slots`).
 
 Writes that carry a `request_id` (create_root, fork, import_session) get one
 from the SDK when the caller gives none, so they are retried safely: the

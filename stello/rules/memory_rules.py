@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from stello.errors import Violations
-from stello.tokens import estimate_tokens
+from stello.rules.tokens import estimate_tokens
 from stello.validation import has_control
 
 MAX_SLUG_CHARS = 128
@@ -91,7 +91,7 @@ class _Indexed(Protocol):
 
 def index_cut(entries: Sequence[_Indexed], max_tokens: int) -> int:
     """How many of `entries` (in order) the index shows within `max_tokens`: their lines,
-    each with its line break, estimated by `stello.tokens` (storage budgets with it, the
+    each with its line break, estimated by `stello.rules.tokens` (storage budgets with it, the
     gateway renders with it)."""
     used = 0
     for count, entry in enumerate(entries):

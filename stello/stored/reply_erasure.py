@@ -1,8 +1,8 @@
-"""What erasure does to request_id replies (DESIGN §4.8), beside `stello.idempotency`.
+"""What erasure does to request_id replies (DESIGN §4.8), beside `stello.stored.idempotency`.
 
 A reply holds the data of the sessions (and shared memory entries) it is linked to; the
 transaction that erases them leaves the reply's key only a tombstone, so a replay of its
-request_id answers NOT_FOUND REQUEST_ERASED (`stello.idempotency.answer_of`), and the sweep
+request_id answers NOT_FOUND REQUEST_ERASED (`stello.stored.idempotency.answer_of`), and the sweep
 of a provisional session that was never visible forgets its keys whole.
 """
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncGenerator
 
 from stello.agent.v1 import agent_pb2
 from stello_client.base import DEFAULT, ClientBase, Timeout
-from stello_client.reads import MAX_PAGE
+from stello_client.methods.reads import MAX_PAGE
 from stello_client.requests import request_id_or_new, request_of
 from stello_client.types import (
     ListSharedMemoryResponse,

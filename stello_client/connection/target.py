@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 from stello.channels import ClientTls
 from stello.errors import FailedPrecondition
-from stello_client.credentials import Credentials, credentials_path, load_credentials
+from stello_client.connection.credentials import Credentials, credentials_path, load_credentials
+from stello_client.connection.flags import address_problem, pick
 from stello_client.exceptions.base import ConfigurationError
-from stello_client.flags import address_problem, pick
 
 DEFAULT_MESSAGE_BYTES = 64 * 1024 * 1024  # STELLO_MAX_MESSAGE_BYTES' default
 

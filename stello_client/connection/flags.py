@@ -76,7 +76,7 @@ def pick(given: str | None, env: str, saved: str | None) -> str:
 class FileName(str):
     """A file argument as the command line gave it: bytes that are not UTF-8 are kept
     (Linux names files by bytes; `os` and `pathlib` take them back), so the `stello`
-    command's check of its arguments lets it through; `stello.file_names.shown_name` prints
+    command's check of its arguments lets it through; `stello.formats.file_names.shown_name` prints
     it."""
 
 
