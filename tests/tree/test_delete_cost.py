@@ -3,7 +3,7 @@
 The hide sets `provisional_until` to ERASING on every session of the subtree. No index
 of `sessions` names that column (migration 0050), and the table keeps room on its pages
 (fillfactor 45), so each update writes the new version beside the old one and no index
-entry. Speed itself is bench/bench_delete.py's and bench/bench_hide_hot.py's.
+entry. Speed itself is bench/bench_delete.py's.
 """
 
 from __future__ import annotations

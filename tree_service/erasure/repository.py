@@ -155,6 +155,19 @@ SUBTREE_EVENT_IDS = 1000
 writes several, with the same root, at consecutive positions (one transaction)."""
 
 
+def erasure_chunks(
+    space_id: uuid.UUID, session_id: uuid.UUID, rows: list[asyncpg.Record]
+) -> list[tuple[uuid.UUID, uuid.UUID, int, int, list[uuid.UUID]]]:
+    """`ERASURE_CHUNK`'s arguments for a hide of `session_id` whose hidden `rows` (id,
+    depth) are sorted by depth, then id: ERASE_CHUNK ids each, with the first's depth."""
+    return [
+        (space_id, session_id, n, rows[start]["depth"], [r["id"] for r in rows[start:end]])
+        for n, (start, end) in enumerate(
+            (start, start + ERASE_CHUNK) for start in range(0, len(rows), ERASE_CHUNK)
+        )
+    ]
+
+
 class SubtreeStatements:
     """A subtree's lock and hide in one unit of work, on its connection and outbox."""
 
@@ -197,14 +210,7 @@ class SubtreeStatements:
         if rounds > 1:  # each round came sorted; sessions found late may be anywhere
             rows.sort(key=lambda r: (r["depth"], r["id"]))
         hidden = [r["id"] for r in rows]
-        chunks = range(0, len(hidden), ERASE_CHUNK)
-        await self._con.executemany(
-            ERASURE_CHUNK,
-            [
-                (space_id, session_id, n, rows[start]["depth"], hidden[start : start + ERASE_CHUNK])
-                for n, start in enumerate(chunks)
-            ],
-        )
+        await self._con.executemany(ERASURE_CHUNK, erasure_chunks(space_id, session_id, rows))
         for start in range(0, len(hidden), SUBTREE_EVENT_IDS):
             chunk = tuple(hidden[start : start + SUBTREE_EVENT_IDS])
             self.outbox.add(space_id, Event("subtree_deleted", session_id, session_ids=chunk))
