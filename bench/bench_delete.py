@@ -8,7 +8,8 @@ and a config, as a used tree has), then:
 - phases: the hiding transaction's statements as the tree service runs them now
   (`SubtreeStatements.hide_subtree`, tree_service/erasure/repository.py: LOCK_SUBTREE,
   HIDE_SUBTREE or, past HIDE_PROBES_MAX, HIDE_SUBTREE_SET, HIDE_REFS, UNSOURCE, LOCK_MISSED,
-  the SUBTREE_DELETED events, the commit), each timed, with the WAL the transaction wrote;
+  the erasure job's chunks, the SUBTREE_DELETED events, the commit), each timed, with the
+  WAL the transaction wrote;
   the erasure job then clears that tree (not timed);
 - answer: DeleteSubtree over gRPC on a second tree of the same size (the time until it
   answered), then the erasure job's batches until nothing is left (the total, from the
@@ -57,6 +58,7 @@ from tree_service import create_app
 from tree_service.app import create_service
 from tree_service.config import TreeSettings
 from tree_service.erasure.repository import (
+    ERASURE_CHUNK,
     HIDE_PROBES_MAX,
     HIDE_REFS,
     HIDE_SUBTREE,
@@ -65,6 +67,7 @@ from tree_service.erasure.repository import (
     LOCK_SUBTREE,
     SUBTREE_EVENT_IDS,
     UNSOURCE,
+    erasure_chunks,
 )
 from tree_service.service import TreeService
 
@@ -149,6 +152,8 @@ async def phases(
             rows.sort(key=lambda r: (r["depth"], r["id"]))
         hidden = [r["id"] for r in rows]
         assert len(hidden) == len(locked), (len(hidden), len(locked))
+        await con.executemany(ERASURE_CHUNK, erasure_chunks(space, session, rows))
+        mark("chunks")
         outbox = Outbox()
         for start in range(0, len(hidden), SUBTREE_EVENT_IDS):
             chunk = tuple(hidden[start : start + SUBTREE_EVENT_IDS])

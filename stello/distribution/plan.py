@@ -53,6 +53,7 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "session_metadata",
     "search_backfill",
     "idempotency_key_entries",
+    "session_erasures",
 )
 
 # Shared SQL functions that statements call, by signature, each created on

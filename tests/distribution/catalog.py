@@ -14,7 +14,7 @@ from tests.distribution.plan import CitusPlan
 # Indexes that serve cross-space maintenance, allowed without space_id in front
 # (non-unique: Citus keeps one per shard; docs/scaling.md "Maintenance paths").
 INDEX_EXCEPTIONS = {
-    "sessions_provisional": "the sweeper finds due provisional sessions of every space",
+    "sessions_sweep": "the sweeper finds due provisional sessions of every space",
     "idempotency_keys_created": "the purge drops request_id keys past 24 h in every space",
     "background_jobs_orphaned": "the runner's takeover finds jobs left without a gateway",
 }

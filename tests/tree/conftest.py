@@ -6,7 +6,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import asyncpg
 import grpc
@@ -18,8 +18,8 @@ from tests.support.erasure import Con
 from tests.support.fixtures import RunningServer, ServerStarter, TestSpace
 from tests.support.history import WAITING_ON_A_LOCK
 from tree_service.app import create_app, create_service
-from tree_service.erasure.repository import HIDE_SUBTREE, LOCK_SUBTREE
 from tree_service.sessions.repository import CREATE_SESSION, LOCK_PARENT
+from tree_service.unit import TreeTx
 
 T = TypeVar("T")
 
@@ -132,13 +132,15 @@ async def hide_while(
     session_id: uuid.UUID,
     start: Callable[[], Awaitable[asyncio.Task[T]]],
 ) -> asyncio.Task[T]:
-    """Lock and hide `session_id`'s subtree as DeleteSubtree does (no events), `start` a
-    call while those rows are held, and commit once the call waits on a lock or ended."""
+    """Lock and hide `session_id`'s subtree as DeleteSubtree does (its events left out),
+    `start` a call while those rows are held, and commit once the call waits on a lock or
+    ended."""
 
     async def hide(con: Con) -> None:
-        locked = await con.fetchval(LOCK_SUBTREE, space_id, session_id)
+        subtrees = TreeTx(cast("asyncpg.Connection", con)).subtrees
+        locked = await subtrees.lock_subtree(space_id, session_id)
         assert locked, "nothing to hide"
-        await con.fetch(HIDE_SUBTREE, space_id, locked)
+        await subtrees.hide_subtree(space_id, session_id, locked)
 
     return await commit_while(pool, watcher, hide, start)
 

@@ -23,14 +23,22 @@ pytestmark = [pytest.mark.sql, pytest.mark.plain_postgres(GENERIC_PLAN_READS)]
 BATCH = 100
 HIDDEN = 30_000
 
-# $2 roots of space $1 being erased (as a DeleteSubtree's hide leaves them), inserted so:
-# an UPDATE hiding them would leave a dead version of each, whose index entries a probe
-# also reads until a vacuum removes them, later under a busy server (an old snapshot
-# elsewhere holds them back): up to 1,602 tuples for a batch of 100 in a loaded CI pass.
+# $2 roots of space $1 being erased (as a DeleteSubtree's hide leaves them: hidden, and
+# in chunks of the job's work of 1,000), inserted so: an UPDATE hiding them would leave a
+# dead version of each, whose index entries a probe also reads until a vacuum removes
+# them, later under a busy server (an old snapshot elsewhere holds them back): up to 1,602
+# tuples for a batch of 100 in a loaded CI pass.
 HIDDEN_ROOTS = """
-INSERT INTO sessions (space_id, id, root_id, sibling_index, label, provisional_until)
-SELECT $1, g.id, g.id, 0, 'hidden', 'infinity'
-FROM (SELECT gen_random_uuid() AS id FROM generate_series(1, $2)) g
+WITH hidden AS (
+    INSERT INTO sessions (space_id, id, root_id, sibling_index, label, provisional_until)
+    SELECT $1, g.id, g.id, 0, 'hidden', 'infinity'
+    FROM (SELECT gen_random_uuid() AS id FROM generate_series(1, $2)) g
+    RETURNING id
+)
+INSERT INTO session_erasures (space_id, root_id, chunk, min_depth, ids)
+SELECT $1, (array_agg(id ORDER BY id))[1], 0, 0, array_agg(id ORDER BY id)
+FROM (SELECT id, (row_number() OVER () - 1) / 1000 AS part FROM hidden) h
+GROUP BY part
 """
 
 

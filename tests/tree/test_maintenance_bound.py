@@ -22,7 +22,7 @@ from tree_service.app import create_eraser
 pytestmark = pytest.mark.sql
 
 BOUND_S = 1
-HELD = "LOCK TABLE sessions, spaces IN ACCESS EXCLUSIVE MODE"
+HELD = "LOCK TABLE session_erasures, spaces IN ACCESS EXCLUSIVE MODE"
 
 
 @pytest.fixture(name="short_bound")

@@ -20,23 +20,47 @@ from tree_service.sql import ERASING
 
 # -- The erasure job (spans spaces: maintenance) ---------------------------------
 
-# A space with sessions being erased ($1 of them at most; the partial
-# provisional index finds them).
-ERASE_SPACES = f"""
+# A space with sessions being erased ($1 of them at most): one with a chunk of
+# work the hides wrote (`session_erasures`, migration 0050).
+ERASE_SPACES = """
 SELECT DISTINCT d.space_id
-FROM (SELECT space_id FROM sessions WHERE provisional_until = {ERASING} LIMIT $1) d
+FROM (SELECT space_id FROM session_erasures LIMIT $1) d
 """
 
-# The deepest ($2) sessions being erased in space $1 (unlocked), deepest first:
-# no other hidden session is below any of them, so deleting them in this order
-# satisfies the parent key (no action) at each step. Only this job (one at a time) changes a
-# hidden row, so the chosen rows are still hidden when `ERASE_CLAIM` locks them.
-ERASE_CHOOSE = f"""
-SELECT d.id
-FROM sessions d
-WHERE d.space_id = $1 AND d.provisional_until = {ERASING}
-ORDER BY d.depth DESC
-LIMIT $2
+# The next chunk of space $1: the one with the greatest smallest depth, the later of
+# one hide's first (`session_erasures_deepest`, read backwards): no session being
+# erased is below any of its ids but in it. Its last ids (a batch at most), the
+# deepest, are the batch, erased deepest first. Only this job (one at a time) changes
+# a chunk or a hidden row, so the chosen rows are still hidden when `ERASE_CLAIM`
+# locks them.
+ERASE_CHOOSE = """
+SELECT e.root_id, e.chunk, e.ids
+FROM session_erasures e
+WHERE e.space_id = $1
+ORDER BY e.min_depth DESC, e.chunk DESC
+LIMIT 1
+"""
+
+# The chunk ($2, $3) without its erased tail ($4 the ids left), or gone with it. The
+# ids left come whole from the job: Citus 13.2.2 crashes the backend (signal 11) on
+# `SET ids = ids[1:$4]` in a statement routed to a shard.
+ERASE_SHRINK = """
+UPDATE session_erasures SET ids = $4::uuid[]
+WHERE space_id = $1 AND root_id = $2 AND chunk = $3
+"""
+ERASE_DONE = """
+DELETE FROM session_erasures WHERE space_id = $1 AND root_id = $2 AND chunk = $3
+"""
+
+# Of a batch's sessions ($2) that `ERASE_CLAIM` left out, those still hidden: held by
+# another (roll back and try again). The others are gone already, and leave the chunk
+# with the batch.
+ERASE_HELD = f"""
+SELECT count(*)
+FROM unnest($2::uuid[]) AS b (id)
+WHERE (SELECT true FROM sessions s
+       WHERE s.space_id = $1 AND s.id = b.id
+         AND s.provisional_until IS NOT DISTINCT FROM {ERASING}) IS NOT NULL
 """
 
 # The chosen batch ($2), row-locked in id order: the order a Fork INHERIT
@@ -56,9 +80,9 @@ LIMIT $2
 # space's sessions being erased when its statistics called the space small (a
 # big space grown since the last ANALYZE), so every batch read all that waited
 # behind it (30,000 for a batch of 100): an erasure quadratic in its size.
-# "Being erased" is `IS NOT DISTINCT FROM` for the same reason: `= 'infinity'`
-# is the predicate of the `sessions_erasing` index, which offers a scan by
-# space alone.
+# "Being erased" is `IS NOT DISTINCT FROM` for the same reason (before migration
+# 0050 `= 'infinity'` was the predicate of an index that offered a scan by space
+# alone).
 ERASE_CLAIM = f"""
 SELECT c.id
 FROM unnest($2::uuid[]) AS b (id)
@@ -112,7 +136,8 @@ async def erase_batch(
     con: asyncpg.Connection, batch: int, *, wait: bool = True, space_id: uuid.UUID | None = None
 ) -> int:
     """In the caller's transaction (holding the erasure lock): erase up to `batch` of the
-    deepest sessions being erased in one space, with what belongs to them; how many went.
+    deepest sessions being erased in one space (the tail of its deepest chunk of work),
+    with what belongs to them; how many left the work (erased, or found gone already).
 
     It skips the batch's and its readers' rows that others hold and raises LocksBusy when
     it skipped one (roll back and try again); with `wait` it first waits for the readers,
@@ -130,13 +155,17 @@ async def erase_batch(
         space_id = spaces[0]["space_id"]
     else:
         await bounded(con)
-    chosen = [r["id"] for r in await con.fetch(ERASE_CHOOSE, space_id, batch)]
-    if not chosen:
+    chunk = await con.fetchrow(ERASE_CHOOSE, space_id)
+    if chunk is None:
         return 0
+    kept, tail = _split(chunk["ids"], batch)
+    chosen = list(reversed(tail))  # deepest first
     if wait:
         await con.fetch(release.READERS_WAITING, space_id, chosen)
     ids = [r["id"] for r in await con.fetch(ERASE_CLAIM, space_id, sorted(chosen))]
-    if len(ids) < len(chosen):
+    claimed = set(ids)
+    unclaimed = [i for i in chosen if i not in claimed]
+    if unclaimed and await con.fetchval(ERASE_HELD, space_id, unclaimed):
         raise release.LocksBusy
     await release.lock_readers(con, space_id, ids)
     await con.execute(ERASE_RELEASE, space_id, ids)
@@ -144,8 +173,19 @@ async def erase_batch(
     forked = await con.fetch(ERASE_FORKED, space_id, ids)
     await con.executemany(ERASE_UNSOURCE, [(space_id, r["id"]) for r in forked])
     # Deepest first (as chosen): a parent goes after its children (its key is NO ACTION).
-    await con.executemany(ERASE_DELETE, [(space_id, i) for i in chosen])
-    return len(ids)
+    await con.executemany(ERASE_DELETE, [(space_id, i) for i in chosen if i in claimed])
+    key = (space_id, chunk["root_id"], chunk["chunk"])
+    if kept:
+        await con.execute(ERASE_SHRINK, *key, kept)
+    else:
+        await con.execute(ERASE_DONE, *key)
+    return len(chosen)
+
+
+def _split(ids: list[uuid.UUID], batch: int) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+    """A chunk's ids as those it keeps and its last `batch` (the deepest)."""
+    cut = max(len(ids) - batch, 0)
+    return list(ids[:cut]), list(ids[cut:])
 
 
 class EraseRepository:

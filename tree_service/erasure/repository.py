@@ -142,9 +142,30 @@ WHERE space_id = $1 AND source_session_id IS NOT NULL
 """
 
 
+# The hidden set as the erasure job's work (`session_erasures`, migration 0050): one
+# row per ERASE_CHUNK ids, by depth then id (`tree_service.erasure.job` takes them).
+ERASURE_CHUNK = """
+INSERT INTO session_erasures (space_id, root_id, chunk, min_depth, ids)
+VALUES ($1, $2, $3, $4, $5::uuid[])
+"""
+ERASE_CHUNK = 1000
+
 SUBTREE_EVENT_IDS = 1000
 """A SUBTREE_DELETED event names at most this many sessions: a larger subtree's deletion
 writes several, with the same root, at consecutive positions (one transaction)."""
+
+
+def erasure_chunks(
+    space_id: uuid.UUID, session_id: uuid.UUID, rows: list[asyncpg.Record]
+) -> list[tuple[uuid.UUID, uuid.UUID, int, int, list[uuid.UUID]]]:
+    """`ERASURE_CHUNK`'s arguments for a hide of `session_id` whose hidden `rows` (id,
+    depth) are sorted by depth, then id: ERASE_CHUNK ids each, with the first's depth."""
+    return [
+        (space_id, session_id, n, rows[start]["depth"], [r["id"] for r in rows[start:end]])
+        for n, (start, end) in enumerate(
+            (start, start + ERASE_CHUNK) for start in range(0, len(rows), ERASE_CHUNK)
+        )
+    ]
 
 
 class SubtreeStatements:
@@ -166,8 +187,9 @@ class SubtreeStatements:
         locked: list[uuid.UUID],
         probes_max: int = HIDE_PROBES_MAX,
     ) -> list[uuid.UUID]:
-        """Hide the locked subtree from every read and write (the erasure job deletes it);
-        its ids by depth, the session first, named in SUBTREE_DELETED events. A round of
+        """Hide the locked subtree from every read and write, and leave it to the erasure
+        job in chunks of its work; its ids by depth, the session first, named in
+        SUBTREE_DELETED events. A round of
         up to `probes_max` sessions finds each by key (`HIDE_SUBTREE`), a bigger one as
         a set (`HIDE_SUBTREE_SET`).
 
@@ -188,6 +210,7 @@ class SubtreeStatements:
         if rounds > 1:  # each round came sorted; sessions found late may be anywhere
             rows.sort(key=lambda r: (r["depth"], r["id"]))
         hidden = [r["id"] for r in rows]
+        await self._con.executemany(ERASURE_CHUNK, erasure_chunks(space_id, session_id, rows))
         for start in range(0, len(hidden), SUBTREE_EVENT_IDS):
             chunk = tuple(hidden[start : start + SUBTREE_EVENT_IDS])
             self.outbox.add(space_id, Event("subtree_deleted", session_id, session_ids=chunk))

@@ -163,8 +163,8 @@ def list_statement(
     # ordered index drives the page, its matches are read in a fenced subquery (OFFSET 0:
     # not flattened, so no ORDER BY ... LIMIT makes the planner walk sessions_created
     # hoping to meet them early, as it did for 20 labels of 100,000), then sorted. The
-    # fence says the visibility test too: the range's index holds no session being
-    # erased (migration 0025), and the planner uses it only when the query says so.
+    # fence says the visibility test too (every index holds the sessions being erased
+    # until the job deletes them, migration 0050: the row tells).
     ordered = bool(pairs) or filters.parent_id is not None or filters.root_id is not None
     fence: list[str] = []
     ranged = where if ordered else fence

@@ -18,20 +18,21 @@ from tree_service.sql import ERASING
 
 # The due provisional sessions of every space (unlocked): $1 older_than_s
 # (0 = past provisional_until), $2 batch size. Sessions being erased are the
-# erasure job's. The bound on provisional_until is a condition of its own, not
-# a branch of the CASE, so a generic plan ends its range of
-# `sessions_provisional` at now() too: a CASE alone was a filter, and the scan
-# read every provisional session of every space, those still being created
-# included (2,100 index entries for 100 due).
+# erasure job's: their `sweep_at` is NULL (migration 0050), as a visible
+# session's, so `sessions_sweep` holds the provisional ones only. The bound on
+# `sweep_at` is a condition of its own, not a branch of the CASE, so a generic
+# plan ends its range of the index at now() too: a CASE alone was a filter, and
+# the scan read every provisional session of every space, those still being
+# created included (2,100 index entries for 100 due).
 _SWEEP_DUE = f"""
 SELECT d.space_id, d.id
 FROM sessions d
-WHERE {{space}}d.provisional_until IS NOT NULL AND d.provisional_until <> {ERASING}
-  AND d.provisional_until < CASE WHEN $1::float8 > 0 THEN {ERASING}::timestamptz ELSE now() END
+WHERE {{space}}d.sweep_at IS NOT NULL
+  AND d.sweep_at < CASE WHEN $1::float8 > 0 THEN {ERASING}::timestamptz ELSE now() END
   AND CASE WHEN $1::float8 > 0
            THEN d.created_at < now() - make_interval(secs => $1::float8)
            ELSE true END
-ORDER BY d.provisional_until, {{order}}d.id
+ORDER BY d.sweep_at, {{order}}d.id
 LIMIT $2
 """
 SWEEP_DUE = _SWEEP_DUE.format(space="", order="d.space_id, ")
@@ -51,11 +52,10 @@ SWEEP_DUE_IN_SPACE = _SWEEP_DUE.format(space="d.space_id = $3\n  AND ", order=""
 # never waits for a reader while it holds claimed rows (its patient tries
 # wait for the readers before the claim). Each due session is one primary-key
 # probe, in id order (the lock's order), whatever the statistics: as a set
-# (`id = ANY ($2)`) the claim was planned on `sessions_provisional`, reading every
+# (`id = ANY ($2)`) the claim was planned on the sweep's index, reading every
 # provisional session of every space for each space claimed (84,000 tuples to
 # sweep 100 of 20 spaces beside 2,000 being created). The provisional test is a
-# COALESCE, which the planner cannot match to that index's predicate: written
-# `IS NOT NULL AND <> 'infinity'` it probed that index for each id instead.
+# COALESCE of the row's own column, which no index holds.
 SWEEP_CLAIM = f"""
 SELECT l.id
 FROM (SELECT DISTINCT c.id FROM unnest($2::uuid[]) AS c (id) ORDER BY 1) c
