@@ -1,8 +1,11 @@
-"""SQL of SearchRecords and SearchSessions (the GIN indexes of migrations 0019 and 0021).
+"""SQL of SearchRecords and SearchSessions (the GIN indexes of migrations 0019 and 0021, and
+`records_newest`).
 
-Every statement pins `records` and `sessions` by space_id in every scope; a
-search is one scan of the GIN index leading with space_id, then keyset
-paging on the order's columns.
+Every statement pins `records` and `sessions` by space_id in every scope. A NEWEST page of
+the space or a tree reads the space's newest records and checks the query on each, a bounded
+number of them (DESIGN §9, STYLE 17: its cost follows the page for a common word), then
+the GIN index leading with space_id serves what that did not; RELEVANCE ranks a bounded
+number of the newest matches. Keyset paging on the order's columns.
 """
 
 from __future__ import annotations
@@ -29,14 +32,16 @@ all old (the probes did not fill the page), is served by the GIN plan after the 
 bounded reads: its matches, never the space."""
 
 RELEVANCE_CANDIDATES = 1000
-"""Matches a RELEVANCE walk ranks: the newest ones written up to its first page
-(storage.proto, SearchRecords). Ranking is the dear part of a search (each match's vector
-read and scored); bounded, a page's cost stops growing with the word's matches past it."""
+"""Matches a RELEVANCE walk ranks: the newest visible ones of its scope written up to its
+first page (storage.proto, SearchRecords). Ranking is the dear part of a search (each
+candidate's vector read by its row and scored, its session looked up): bounded here. The
+matches are still read from the GIN and sorted by their keys (narrow rows) to find the
+newest."""
 
 # Shared by the statements below: $1 space, $2 session (the scope, or NULL), $3 the tsquery
 # (its terms normalised by NORMALISED: SearchQuery.normalised), $4 root (or NULL), $5..$8 the
 # position after which the page starts (created_at, session, seq, rank; NULL = the first
-# page), $9 the page's size; $10 the probe's rows (NEWEST_PROBE) or the candidates
+# page), $9 the page's size; $10 the probe's rows (NEWEST_PROBE_*) or the candidates
 # (RELEVANCE), $11 the walk's horizon (RELEVANCE; NULL on its first page: now).
 #
 # `m` is the page's candidates in the page's order, each by its key, order's columns and

@@ -121,15 +121,17 @@ def _after(payload: dict[str, object]) -> After:
             raise ValueError("bad seq")
         if rank is not None and not fits_real(rank):
             raise ValueError("bad rank")
+        if horizon is not None and not isinstance(horizon, str):
+            raise ValueError("bad horizon")
+        return After(
+            at,
+            session,
+            seq,
+            None if rank is None else float(rank),
+            None if horizon is None else _created_at(horizon),
+        )
     except (KeyError, ValueError) as exc:
         raise foreign_token("SearchRecords") from exc
-    return After(
-        at,
-        session,
-        seq,
-        None if rank is None else float(rank),
-        None if horizon is None else _created_at(horizon),
-    )
 
 
 class SearchService:

@@ -402,6 +402,12 @@ class TestEditedPageTokens:
             pytest.param(
                 common_pb2.SEARCH_ORDER_NEWEST, {"at": "2020-01-01T00:00:00"}, id="created-naive"
             ),
+            pytest.param(RELEVANCE, {"h": "not a time"}, id="horizon-not-a-time"),
+            pytest.param(RELEVANCE, {"h": 12}, id="horizon-a-number"),
+            pytest.param(
+                RELEVANCE, {"h": "9999-12-31T23:59:59.999999-14:00"}, id="horizon-after-9999"
+            ),
+            pytest.param(RELEVANCE, {"h": "2020-01-01T00:00:00"}, id="horizon-naive"),
         ],
     )
     async def test_search_records(
@@ -412,7 +418,8 @@ class TestEditedPageTokens:
         order: int,
         edit: dict[str, Any],
     ) -> None:
-        """SearchRecords refuses a seq, rank or time no column holds, in either order."""
+        """SearchRecords refuses a seq, rank or time no column holds, in either order (and a
+        RELEVANCE walk's horizon, the time of its first page)."""
         sid = await make_session()
         await append(stub, space, sid, *[rec(f"needle {i}") for i in range(3)])
         fields: dict[str, Any] = {"page_size": 1, "order": order}

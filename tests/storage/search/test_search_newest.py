@@ -123,8 +123,9 @@ async def test_a_common_word_s_page_reads_the_same_in_a_space_ten_times_larger(
 ) -> None:
     """A NEWEST page of 20 of a word in 1 record of 7 reads the same tuples of `records`
     (heap and indexes) over 2,000 and over 20,000 records (285 and 2,857 matches), fewer
-    than its matches; the hits are the newest visible ones. A word in the 30 oldest records
-    is found by a bounded probe and the GIN plan, never a read of the space."""
+    than its matches, and its second page about as many; the hits are the newest visible ones. A
+    word in the 30 oldest records is found by a bounded probe and the GIN plan, never a read
+    of the space."""
     seeded = await space_of(make_session, pool, space)
     counter = await asyncpg.connect(direct_database_url)
     reads: list[int] = []
@@ -138,14 +139,24 @@ async def test_a_common_word_s_page_reads_the_same_in_a_space_ten_times_larger(
                 after = await records_read(counter)
                 assert keys(reply) == seeded.expected("kettle")[:20]
                 reads.append(after[0] - before[0])
+            # A later page starts at its position in the index: about what the first read.
+            token = reply.next_page_token
+            before = await records_read(counter)
+            reply = await page(stub, space, "kettle", page_size=20, page_token=token)
+            after = await records_read(counter)
+            assert keys(reply) == seeded.expected("kettle")[20:40]
+            reads.append(after[0] - before[0])
             before = await records_read(counter)
             reply = await page(stub, space, "oldword", page_size=20)
             old = (await records_read(counter))[0] - before[0]
     finally:
         await counter.close()
     assert keys(reply) == seeded.expected("oldword")[:20]
-    small, large = reads
+    small, large, later = reads
     assert large <= small + 5, reads
+    # Its rows hold the word as often as the first page's (within a few); a scan from the
+    # newest, filtering the first page's rows out, would read about twice as many.
+    assert later < large * 3 // 2, reads
     assert large < len(seeded.expected("kettle")), reads
     # The probes' rows (heap and index) and the GIN plan's matches (index, heap, record).
     assert old <= 2 * (NEWEST_PROBE_FIRST + NEWEST_PROBE_ROWS) * 21 + 4 * OLD, old
