@@ -9,8 +9,9 @@ search index's cost on AppendRecords, each against a baseline measured in the sa
    GIN after NEWEST's bounded first probe), a word in 1% of the records (served newest first
    through `records_newest`: a page reads about 100 records per hit, whatever the matches)
    and a CJK+English query in 1.4%; the target is <= 2x for each. The 1% word by RELEVANCE
-   too (it ranks the RELEVANCE_CANDIDATES newest matches: its cost follows the matches'
-   narrow rows, the ranking bounded).
+   too, reported, not a target: it ranks the RELEVANCE_CANDIDATES newest matches, but finds
+   them by reading every match from `records_search` (narrow rows, sorted), so its cost
+   still grows with the matches.
 2. AppendRecords (one record of ~100 characters, and one of ~2,000 mixed English/Chinese
    characters) at concurrency 1, with both search indexes, then with `records_newest`
    dropped, then with `search_vector` dropped too: each index's cost per append; and the
@@ -237,7 +238,7 @@ STATES = {
     "records_both": "records_search + records_newest",
 }
 
-# A copy's index on the columns of `records_newest` (migration 0051), named by PostgreSQL.
+# A copy's index on the columns of `records_newest`, named by PostgreSQL.
 NEWEST_OF = """
 SELECT indexname FROM pg_indexes
 WHERE tablename = $1 AND indexdef LIKE '%(space_id, created_at, session_id, seq)%'

@@ -104,7 +104,7 @@ _GIN_MATCHES = """
     {visible}
 """
 
-# NEWEST through `records_newest` (migration 0051): the space's records after the position,
+# NEWEST through `records_newest`: the space's records after the position,
 # newest first, at most $10 of them (the LIMIT of `w`: a bounded read however rare the word),
 # the word checked on each; the sessions looked up for the rows that hold it, in order,
 # until the page is full. A page of a common word reads about the page over the word's

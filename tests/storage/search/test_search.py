@@ -1002,7 +1002,7 @@ async def test_a_rare_word_reads_the_same_in_a_space_ten_times_larger(
     direct_database_url: str,
 ) -> None:
     """A rare word's search reads the first probe of the space's newest records (bounded:
-    NEWEST_PROBE_FIRST rows per row of the page, migration 0051), which finds too few of its
+    NEWEST_PROBE_FIRST rows per row of the page, `records_newest`), which finds too few of its
     matches, then its matches through `records_search`: the tuples and blocks it reads from
     `records` (heap and indexes, in pg_stat and pg_statio) are no more when its space holds
     10x the records, within a block of the index per match (the space's posting tree in the

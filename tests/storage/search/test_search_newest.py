@@ -1,5 +1,5 @@
 """A SearchRecords page costs what the page holds, not what the word's matches are
-(migration 0051, `records_newest`).
+(the index `records_newest`).
 
 A NEWEST page read every match through `records_search` and sorted them (a word in 1 record
 of 7 over 20,000 records: 2,857 matches read for a page of 20); it now reads the space's
