@@ -109,5 +109,5 @@ def register(commands: Commands) -> None:
         "--order",
         choices=("newest", "relevance"),
         default="newest",
-        help="newest first (the default) or best match first",
+        help="newest first (the default) or best match first among the 1,000 newest matches",
     )

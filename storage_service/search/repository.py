@@ -1,8 +1,11 @@
-"""SQL of SearchRecords and SearchSessions (the GIN indexes of migrations 0019 and 0021).
+"""SQL of SearchRecords and SearchSessions (the GIN indexes of migrations 0019 and 0021, and
+`records_newest`).
 
-Every statement pins `records` and `sessions` by space_id in every scope; a
-search is one scan of the GIN index leading with space_id, then keyset
-paging on the order's columns.
+Every statement pins `records` and `sessions` by space_id in every scope. A NEWEST page of
+the space or a tree reads the space's newest records and checks the query on each, a bounded
+number of them (DESIGN §9, STYLE 17: its cost follows the page for a common word), then
+the GIN index leading with space_id serves what that did not; RELEVANCE ranks a bounded
+number of the newest matches. Keyset paging on the order's columns.
 """
 
 from __future__ import annotations
@@ -15,32 +18,47 @@ import asyncpg
 
 from storage_service.records.lineage import PARTS
 
-# $1 space, $2 session (the scope, or NULL), $3 the tsquery (its terms normalised by
-# NORMALISED: SearchQuery.normalised), $4 root
-# (or NULL), $5..$8 the position after which the page starts (created_at,
-# session, seq, rank; NULL = the first page), $9 the page's size.
+NEWEST_PROBE_FIRST = 10
+"""Records the first probe of a NEWEST page reads at most per row it wants (the page and one
+more), newest first through `records_newest` (migration 0051): a word in at least 1 of 10 of
+the space's newest records fills the page from it."""
+
+NEWEST_PROBE_ROWS = 200
+"""Records the second probe reads at most per row wanted, when the first found the word in
+at least 1 of NEWEST_PROBE_ROWS of the records it read (so this one should fill the page):
+a word in 1 of 200 records or more is served newest first, its reads following the page and
+not its matches. A rarer word (the first probe found too few), or one whose matches are
+all old (the probes did not fill the page), is served by the GIN plan after the probes'
+bounded reads: its matches, never the space."""
+
+RELEVANCE_CANDIDATES = 1000
+"""Matches a RELEVANCE walk ranks: the newest visible ones of its scope written up to its
+first page (storage.proto, SearchRecords). Ranking is the dear part of a search (each
+candidate's vector read by its row and scored, its session looked up): bounded here. The
+matches are still read from the GIN and sorted by their keys (narrow rows) to find the
+newest."""
+
+# Shared by the statements below: $1 space, $2 session (the scope, or NULL), $3 the tsquery
+# (its terms normalised by NORMALISED: SearchQuery.normalised), $4 root (or NULL), $5..$8 the
+# position after which the page starts (created_at, session, seq, rank; NULL = the first
+# page), $9 the page's size; $10 the probe's rows (NEWEST_PROBE_*) or the candidates
+# (RELEVANCE), $11 the walk's horizon (RELEVANCE; NULL on its first page: now).
 #
-# `m` is the matches in the page's order, each by its key, order's columns and row
-# (narrow rows: the sort of every match holds no content); OFFSET 0 keeps it a
-# subquery planned by itself, so the rest runs on its sorted rows and stops at the
-# page. For the page's hits only: each one's session is looked up by its key, then
-# its record's role and content by the row the match was read from (`ctid`: one
-# heap fetch, the same row version in this statement's snapshot; by its key the
-# planner may take records_tokens, which reads the whole session). Each
-# LATERAL ... LIMIT 1 is not flattened into a join, which the planner would hash
-# over every session or record of the space when it believes the space small.
-# Without the fence the serial plan probed the session of every match before a
-# top-N sort (10,000 matches: 10,000 probes, half the search's time; the parallel
-# plan, no longer made (_SEARCH_SETTINGS), sorted first). The cost follows the
-# matches, never the space's records or sessions.
+# `m` is the page's candidates in the page's order, each by its key, order's columns and
+# row (narrow rows: no content), `s` its session. The session is looked up by its key, then
+# the record's role and content by the row the match was read from (`ctid`: one heap
+# fetch, the same row version in this statement's snapshot; by its key the planner may take
+# records_tokens, which reads the whole session). Each LATERAL ... LIMIT 1 is not flattened
+# into a join, which the planner would hash over every session or record of the space when
+# it believes the space small.
 #
 # `readers` is the holder plus every other session reading the record through a
 # segment: a fork that took a deleted source's records over keeps a segment
 # naming itself as their holder, which is not a second reader.
 _SEARCH = """
 {ctes}
-SELECT m.session_id, m.seq, r.role, m.created_at, r.content, s.label,
-       m.rank, $3::tsquery::text AS terms,
+SELECT m.session_id, m.seq, r.role, m.created_at, r.content, m.label,
+       m.rank, $3::tsquery::text AS terms, {horizon} AS horizon,
        1 + (SELECT count(*)
             FROM record_segments g
             JOIN sessions v ON v.space_id = $1 AND v.id = g.session_id
@@ -48,21 +66,7 @@ SELECT m.session_id, m.seq, r.role, m.created_at, r.content, s.label,
             WHERE g.space_id = $1 AND g.holder_id = m.session_id
               AND g.session_id <> g.holder_id
               AND m.seq BETWEEN g.from_seq AND g.to_seq) AS readers
-FROM (
-    SELECT r.created_at, r.session_id, r.seq, {rank} AS rank, r.ctid AS row
-    FROM records r
-    WHERE r.space_id = $1 AND r.search_vector @@ $3::tsquery
-      {scope}
-      AND ($5::timestamptz IS NULL OR {after})
-    ORDER BY {order}
-    OFFSET 0
-) m
-CROSS JOIN LATERAL (
-    SELECT s.label FROM sessions s
-    WHERE s.space_id = $1 AND s.id = m.session_id AND s.provisional_until IS NULL
-      AND ($4::uuid IS NULL OR s.root_id = $4)
-    LIMIT 1
-) s
+FROM ({matches}) m
 CROSS JOIN LATERAL (
     SELECT r.role, r.content FROM records r WHERE r.ctid = m.row AND r.space_id = $1 LIMIT 1
 ) r
@@ -70,42 +74,138 @@ ORDER BY {page_order}
 LIMIT $9
 """
 
+# A match's session, visible and in the root's tree (the scope's sessions).
+_VISIBLE = """CROSS JOIN LATERAL (
+        SELECT s.label FROM sessions s
+        WHERE s.space_id = $1 AND s.id = {m}.session_id AND s.provisional_until IS NULL
+          AND ($4::uuid IS NULL OR s.root_id = $4)
+        LIMIT 1
+    ) s"""
+
+_NEWEST = "created_at DESC, {m}session_id DESC, {m}seq DESC"
+_AFTER = "({m}created_at, {m}session_id, {m}seq) < ($5, $6::uuid, $7::bigint)"
+
+# NEWEST through the GIN: every match after the position, sorted by its key (OFFSET 0
+# keeps it a subquery planned by itself, so the sessions are looked up in order and stop
+# at the page). Without the fence the serial plan probed the session of every match before
+# a top-N sort (10,000 matches: 10,000 probes, half the search's time). The cost follows
+# the matches, never the space's records or sessions.
+_GIN_MATCHES = """
+    SELECT n.created_at, n.session_id, n.seq, n.row, coalesce($8::real, 0) * 0 AS rank, s.label
+    FROM (
+        SELECT r.created_at, r.session_id, r.seq, r.ctid AS row
+        FROM records r
+        WHERE r.space_id = $1 AND r.search_vector @@ $3::tsquery
+          {scope}
+          AND ($5::timestamptz IS NULL OR {after})
+        ORDER BY r.{newest}
+        OFFSET 0
+    ) n
+    {visible}
+"""
+
+# NEWEST through `records_newest`: the space's records after the position,
+# newest first, at most $10 of them (the LIMIT of `w`: a bounded read however rare the word),
+# the word checked on each; the sessions looked up for the rows that hold it, in order,
+# until the page is full. A page of a common word reads about the page over the word's
+# share of the records.
+_PROBE_MATCHES = """
+    SELECT w.created_at, w.session_id, w.seq, w.row, coalesce($8::real, 0) * 0 AS rank, s.label
+    FROM (
+        SELECT r.created_at, r.session_id, r.seq, r.ctid AS row, r.search_vector
+        FROM records r
+        WHERE r.space_id = $1 {scope}
+          AND ($5::timestamptz IS NULL OR {after})
+        ORDER BY r.{newest}
+        LIMIT $10
+    ) w
+    {visible}
+    WHERE w.search_vector @@ $3::tsquery
+"""
+
+# RELEVANCE: the $10 newest visible matches written up to the horizon (`c`: the GIN's
+# matches sorted by their keys, narrow rows, the sessions looked up in order until there
+# are enough), then each one's vector by its row, ranked; the page after the position in
+# (rank, key) order. The ranked set is the same for every page of a walk (its horizon is
+# the first page's time), so the walk sees each of them once.
+_RANKED_MATCHES = """
+    SELECT c.created_at, c.session_id, c.seq, c.row, c.label,
+           ts_rank(v.search_vector, $3::tsquery) AS rank
+    FROM (
+        SELECT n.created_at, n.session_id, n.seq, n.row, s.label
+        FROM (
+            SELECT r.created_at, r.session_id, r.seq, r.ctid AS row
+            FROM records r
+            WHERE r.space_id = $1 AND r.search_vector @@ $3::tsquery
+              {scope}
+              AND r.created_at <= {horizon}
+            ORDER BY r.{newest}
+            OFFSET 0
+        ) n
+        {visible}
+        ORDER BY n.{n_newest}
+        LIMIT $10
+    ) c
+    CROSS JOIN LATERAL (
+        SELECT r.search_vector FROM records r WHERE r.ctid = c.row AND r.space_id = $1 LIMIT 1
+    ) v
+    WHERE $5::timestamptz IS NULL
+       OR (ts_rank(v.search_vector, $3::tsquery), c.created_at, c.session_id, c.seq)
+          < ($8::real, $5, $6::uuid, $7::bigint)
+    ORDER BY rank DESC, c.{c_newest}
+    OFFSET 0
+"""
+
 _IN_VIEW = """AND $2::uuid IS NOT NULL AND EXISTS (
       SELECT FROM parts p WHERE p.holder_id = r.session_id
         AND r.seq BETWEEN p.from_seq AND p.to_seq)"""
 _NO_VIEW = "AND $2::uuid IS NULL"
+_HORIZON = "coalesce($11::timestamptz, now())"
 
 
-_RANK = "ts_rank(r.search_vector, $3::tsquery)"
-
-
-def _search(*, in_view: bool, relevance: bool) -> str:
-    rank = _RANK if relevance else "coalesce($8::real, 0) * 0"
-    if relevance:
-        after = (
-            f"({_RANK}, r.created_at, r.session_id, r.seq) < ($8::real, $5, $6::uuid, $7::bigint)"
-        )
-        order = f"{_RANK} DESC, r.created_at DESC, r.session_id DESC, r.seq DESC"
-        page_order = "m.rank DESC, m.created_at DESC, m.session_id DESC, m.seq DESC"
+def _search(*, in_view: bool, plan: str) -> str:
+    """The statement of one scope (a session's view or not) and plan ("gin", "probe": NEWEST;
+    "relevance")."""
+    fields = {
+        "scope": _IN_VIEW if in_view else _NO_VIEW,
+        "after": _AFTER.format(m="r."),
+        "newest": _NEWEST.format(m="r."),
+        "n_newest": _NEWEST.format(m="n."),
+        "c_newest": _NEWEST.format(m="c."),
+        "horizon": _HORIZON,
+    }
+    if plan == "relevance":
+        matches = _RANKED_MATCHES.format(visible=_VISIBLE.format(m="n"), **fields)
+        page_order = "m.rank DESC, m." + _NEWEST.format(m="m.")
+        horizon = _HORIZON
     else:
-        after = "(r.created_at, r.session_id, r.seq) < ($5, $6::uuid, $7::bigint)"
-        order = "r.created_at DESC, r.session_id DESC, r.seq DESC"
-        page_order = "m.created_at DESC, m.session_id DESC, m.seq DESC"
+        source = _PROBE_MATCHES if plan == "probe" else _GIN_MATCHES
+        visible = _VISIBLE.format(m="w" if plan == "probe" else "n")
+        matches = source.format(visible=visible, **fields)
+        page_order = "m." + _NEWEST.format(m="m.")
+        horizon = "NULL::timestamptz"
     return _SEARCH.format(
         ctes=f"WITH {PARTS.strip()}" if in_view else "",
-        rank=rank,
-        scope=_IN_VIEW if in_view else _NO_VIEW,
-        after=after,
-        order=order,
+        matches=matches,
         page_order=page_order,
+        horizon=horizon,
     )
 
 
 SEARCH_RECORDS = {
-    (in_view, relevance): _search(in_view=in_view, relevance=relevance)
-    for in_view in (False, True)
-    for relevance in (False, True)
+    (in_view, plan): _search(in_view=in_view, plan=plan)
+    for in_view, plan in (
+        (False, "probe"),
+        (False, "gin"),
+        (True, "gin"),
+        (False, "relevance"),
+        (True, "relevance"),
+    )
 }
+"""The statements of SearchRecords by (a session's view, plan): "probe" and "gin" NEWEST
+(parameters $1..$9, and the probe's rows $10), "relevance" ($1..$11). A session's view is
+searched through the GIN (its records are few of the space's: a probe of the space's newest
+would mostly read other sessions')."""
 
 # $1 space, $2 the to_tsquery text ('simple'), $3 status (or NULL), $4/$5 the
 # position (created_at, id; NULL = the first page), $6 the page's size. The
@@ -189,6 +289,8 @@ class After:
     session_id: uuid.UUID
     seq: int
     rank: float | None
+    horizon: datetime | None = None
+    """RELEVANCE: the time of the walk's first page (its candidates were written up to it)."""
 
 
 class SearchRepository:
@@ -227,22 +329,34 @@ class SearchRepository:
         after: After | None,
         limit: int,
     ) -> list[asyncpg.Record]:
-        """Up to `limit` hits after `after` in the order."""
-        statement = SEARCH_RECORDS[(session_id is not None, relevance)]
-        return list(
-            await self._con.fetch(
-                statement,
-                space_id,
-                session_id,
-                tsquery,
-                root_id,
-                after.created_at if after else None,
-                after.session_id if after else None,
-                after.seq if after else None,
-                after.rank if after else None,
-                limit,
-            )
+        """Up to `limit` hits after `after` in the order; each row's `horizon` is the walk's
+        (RELEVANCE: `after.horizon`, or now on its first page)."""
+        position = (
+            space_id,
+            session_id,
+            tsquery,
+            root_id,
+            after.created_at if after else None,
+            after.session_id if after else None,
+            after.seq if after else None,
+            after.rank if after else None,
+            limit,
         )
+        in_view = session_id is not None
+        if relevance:
+            statement = SEARCH_RECORDS[(in_view, "relevance")]
+            horizon = after.horizon if after else None
+            return list(await self._con.fetch(statement, *position, RELEVANCE_CANDIDATES, horizon))
+        if not in_view:
+            probe = SEARCH_RECORDS[(False, "probe")]
+            rows = await self._con.fetch(probe, *position, NEWEST_PROBE_FIRST * limit)
+            if len(rows) == limit:
+                return list(rows)
+            if len(rows) * NEWEST_PROBE_ROWS >= NEWEST_PROBE_FIRST * limit:
+                rows = await self._con.fetch(probe, *position, NEWEST_PROBE_ROWS * limit)
+                if len(rows) == limit:
+                    return list(rows)
+        return list(await self._con.fetch(SEARCH_RECORDS[(in_view, "gin")], *position))
 
     async def sessions(
         self,

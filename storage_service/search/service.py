@@ -116,13 +116,22 @@ def _after(payload: dict[str, object]) -> After:
         session = uuid.UUID(str(payload["s"]))
         seq = payload["n"]
         rank = payload.get("r")
+        horizon = payload.get("h")
         if not fits_bigint(seq):
             raise ValueError("bad seq")
         if rank is not None and not fits_real(rank):
             raise ValueError("bad rank")
+        if horizon is not None and not isinstance(horizon, str):
+            raise ValueError("bad horizon")
+        return After(
+            at,
+            session,
+            seq,
+            None if rank is None else float(rank),
+            None if horizon is None else _created_at(horizon),
+        )
     except (KeyError, ValueError) as exc:
         raise foreign_token("SearchRecords") from exc
-    return After(at, session, seq, None if rank is None else float(rank))
 
 
 class SearchService:
@@ -219,6 +228,8 @@ class SearchService:
                     "s": str(last.session_id),
                     "n": last.seq,
                     "r": last.rank if search.relevance else None,
+                    # RELEVANCE: the walk ranks the matches written up to its first page.
+                    "h": page[-1]["horizon"].isoformat() if search.relevance else None,
                 },
             )
         return HitPage(hits, token)

@@ -456,10 +456,20 @@ class SessionStorageServicer:
         session (RecordHit). Provisional sessions and sessions being deleted
         are never searched (their records neither): a record a fork inherited
         from a deleted source is found again once the deletion's erasure job
-        has handed it to the fork. Archived sessions are searched. Served by
-        the GIN index `records_search` (space_id, search_vector): the cost
-        grows with the query's matches in the space, not with the space's
-        records; RELEVANCE ranks every match before its first page.
+        has handed it to the fork. Archived sessions are searched. NEWEST reads
+        the space's records newest first (the index `records_newest`), checking
+        the query on each, and stops at the page: a page of a query that many
+        records match costs about the page over the share of records that
+        match, not the matches; a query found in fewer than about 1 record of
+        200 of the space's newest (a rare word, or one whose matches are all
+        old) is answered by the GIN index `records_search` (space_id,
+        search_vector) after that bounded read, its cost growing with its
+        matches in the space, never with the space's records. RELEVANCE ranks
+        the 1,000 newest matches (of the scope, in visible sessions) written up
+        to the walk's first page, best first: an older record is not found by
+        RELEVANCE however well it would rank (NEWEST finds it), and records
+        written after the first page are not in the walk (its token keeps that
+        time); a walk of RELEVANCE pages sees each of them once.
 
         Query syntax (what a search box takes; any text is a valid query or
         INVALID_ARGUMENT naming `query`, never a database error):
