@@ -545,10 +545,12 @@ class SessionTreeServicer:
         service answers them as absent, NOT_FOUND; refs to them from other
         sessions and their id as another session's `source_session_id` are
         cleared; the SUBTREE_DELETED events are written). That transaction
-        writes each hidden session's row once, so it takes time in proportion
-        to the subtree (bench/bench_delete.py on 2 cores: about 1.2 s for 50,000
-        sessions, 5 s for 200,000); everything else the sessions own is left to
-        the tree's erasure job, which deletes the rows in batches of
+        writes a new version of each hidden session's row beside the old one
+        (no index entry), so it takes time in proportion to the subtree
+        (bench/bench_delete.py on 2 cores, beside other work: answered in about
+        1.5 s for 50,000 sessions, 4 s for 200,000); everything else the
+        sessions own is left to the tree's erasure job, which deletes the rows
+        in batches of
         STELLO_TREE_ERASE_BATCH sessions, deepest first, in the
         background (a replica that stops mid-way leaves the rest to the next
         round of any replica: nothing hidden ever shows again). `deleted_ids`
