@@ -550,8 +550,7 @@ class SessionTreeServicer:
         (bench/bench_delete.py on 2 cores, beside other work: answered in about
         1.5 s for 50,000 sessions, 4 s for 200,000); everything else the
         sessions own is left to the tree's erasure job, which deletes the rows
-        in batches of
-        STELLO_TREE_ERASE_BATCH sessions, deepest first, in the
+        in batches of STELLO_TREE_ERASE_BATCH sessions, deepest first, in the
         background (a replica that stops mid-way leaves the rest to the next
         round of any replica: nothing hidden ever shows again). `deleted_ids`
         is that one transaction's set. A surviving Fork INHERIT of an erased
