@@ -7,12 +7,14 @@ keeps the last fork's turn in process memory, the counter is in the session's
 row: storage's ClaimFork checks and records a claim in one transaction, so two
 gateway processes (or two calls of one answer) cannot both fork inside a
 cooldown. A claim whose fork fails is given back, and so is one whose turn was cancelled
-while its fork was being made. A refusal is a tool error
+while its fork was being made, or while storage was granting it (the claim's answer is
+awaited whatever becomes of the turn: see `ForkGuard.claim`). A refusal is a tool error
 result with the configured text (``fork_too_early`` / ``fork_cooling_down``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from dataclasses import replace
@@ -46,14 +48,28 @@ class ForkGuard:
     async def claim(
         self, caller: Caller, space_id: uuid.UUID, session_id: uuid.UUID
     ) -> storage_pb2.ClaimForkResponse | str:
-        """The granted claim, or the refusal the model is told."""
-        claim = await self._storage.claim_fork(
-            caller,
-            space_id,
-            session_id,
-            min_turns=self._min_turns,
-            cooldown_turns=self._cooldown_turns,
+        """The granted claim, or the refusal the model is told.
+
+        The claim is asked for without the caller's deadline (``call_timeout_s`` bounds it):
+        storage may grant and record it whatever becomes of the caller, so its answer is
+        always awaited. Cancelled meanwhile (the client left, its deadline passed), the call
+        waits for that answer, gives a granted claim back (as `give_back_cancelled` does)
+        and raises the cancellation; a second cancellation raises at once and leaves both
+        running to their end."""
+        asked = asyncio.ensure_future(
+            self._storage.claim_fork(
+                replace(caller, deadline=None),
+                space_id,
+                session_id,
+                min_turns=self._min_turns,
+                cooldown_turns=self._cooldown_turns,
+            )
         )
+        try:
+            claim = await asyncio.shield(asked)
+        except asyncio.CancelledError:
+            await settled(self._give_back_if_granted(caller, space_id, session_id, asked))
+            raise
         if claim.granted:
             return claim
         turns = claim.turn_count
@@ -68,6 +84,22 @@ class ForkGuard:
             last_fork=str(last),
             next_turn=str(last + self._cooldown_turns),
         )
+
+    async def _give_back_if_granted(
+        self,
+        caller: Caller,
+        space_id: uuid.UUID,
+        session_id: uuid.UUID,
+        asked: asyncio.Future[storage_pb2.ClaimForkResponse],
+    ) -> None:
+        """Give back the claim `asked` is granted, once it answers (a failed ask took none)."""
+        try:
+            claim = await asked
+        except StelloError as exc:
+            log.debug("fork claim of %s asked by a cancelled turn failed: %s", session_id, exc)
+            return
+        if claim.granted:
+            await self.give_back(replace(caller, deadline=None), space_id, session_id, claim)
 
     async def give_back(
         self,

@@ -22,6 +22,7 @@ from agent_gateway.forks.guard import ForkGuard
 from agent_gateway.llm.prompts.messages import Prompts
 from agent_gateway.tools.base import CREATE_SESSION
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
+from storage_service.guard import service as storage_guard
 from tests.gateway.conftest import Backends, Counted, Stack, StackMaker
 from tests.gateway.processes import gateway_process
 from tests.gateway.turns_support import SpyProvider, answer, send, send_when_free, tool_call
@@ -220,3 +221,50 @@ async def test_a_claim_given_back_after_its_session_was_deleted_is_no_warning(
     assert said == [
         (logging.DEBUG, f"fork claim of {root} not given back: the session was deleted")
     ]
+
+
+class HeldClaims:
+    """Storage's ClaimFork held once its claim is recorded (committed), before it answers:
+    says when one got there, goes on when `release` is set."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+        claim = storage_guard.ForkGuard.claim
+
+        async def held(guard: storage_guard.ForkGuard, *args: Any) -> storage_guard.ForkClaim:
+            made = await claim(guard, *args)
+            self.reached.set()
+            await self.release.wait()
+            return made
+
+        monkeypatch.setattr(storage_guard.ForkGuard, "claim", held)
+
+
+async def test_a_turn_cancelled_while_storage_grants_its_claim_gives_the_claim_back(
+    counted: Counted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn is cancelled (the client left, its deadline passed) while its ClaimFork is in
+    flight, once storage has recorded the claim: the claim's answer is still awaited and the
+    granted claim given back before the cancellation is raised. Before, the call was cut, the
+    answer never seen and the claim kept: the session's next fork through the tool was
+    refused as cooling down, for a fork never made."""
+    stack = counted.stack
+    guard = ForkGuard(counted.clients.storage, Prompts.preset(), min_turns=0, cooldown_turns=5)
+    caller = Caller(stack.space.key)
+    root = uuid.UUID((await stack.root()).id)
+    held = HeldClaims(monkeypatch)
+    claiming = asyncio.ensure_future(guard.claim(caller, stack.space.id, root))
+    try:
+        await asyncio.wait_for(held.reached.wait(), 10)
+        # Cancelled before the answer can come: the cancellation reaches the claiming task
+        # at the loop's next step, the answer only after storage's reply crossed the channel.
+        claiming.cancel()
+    finally:
+        held.release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await claiming
+    monkeypatch.undo()
+    again = await guard.claim(caller, stack.space.id, root)
+    assert not isinstance(again, str), again
+    assert again.granted
