@@ -46,16 +46,31 @@ async def settled(work: Awaitable[Any]) -> None:
 class Steps:
     """Steps each taken whatever failed before it (a stop that raised skips no later stop):
     each failure is kept and told to `failed` (what the step was, the error); `raise_first`
-    raises the first once the last step was taken."""
+    raises the first once the last step was taken.
 
-    def __init__(self, failed: Callable[[str, Exception], None] = lambda what, exc: None) -> None:
+    A step that raises CancelledError of its own (it awaited a task someone else cancelled)
+    failed like any other: told, kept (raised by `raise_first` if it came first), the later
+    steps taken. A cancellation of the task taking the steps, new since the step began
+    (`cancelled_since`: one it was cleaning up after when it began is no new one), is raised
+    at once and no later step is taken: the shutdown itself was cancelled."""
+
+    def __init__(
+        self, failed: Callable[[str, BaseException], None] = lambda what, exc: None
+    ) -> None:
         self._failed = failed
-        self._errors: list[Exception] = []
+        self._errors: list[BaseException] = []
 
     async def take(self, what: str, work: Awaitable[object]) -> None:
-        """Await `work` (named `what`); an error is kept, not raised."""
+        """Await `work` (named `what`); an error (its own CancelledError too) is kept, not
+        raised; the taker's own cancellation is raised."""
+        cancelled = cancelled_since()
         try:
             await work
+        except asyncio.CancelledError as exc:
+            if cancelled():
+                raise
+            self._errors.append(exc)
+            self._failed(what, exc)
         except Exception as exc:
             self._errors.append(exc)
             self._failed(what, exc)

@@ -306,16 +306,19 @@ async def shutdown(app: ServiceApp, server: grpc.aio.Server, grace_s: float) -> 
     their cleanup waited for: `CLEANUP_S`), then the background tasks.
 
     Every step is taken even when one before it fails: each failure is logged (ERROR, with
-    an error id) and the first is raised after the last step.
+    an error id) and the first is raised after the last step. A step raising CancelledError
+    of its own (a task it awaited was cancelled) is such a failure ("it was cancelled"); a
+    cancellation of the shutdown itself is raised at once, the later steps not taken
+    (`stello.db.tasks.Steps`).
     """
 
-    def failed(what: str, exc: Exception) -> None:
+    def failed(what: str, exc: BaseException) -> None:
         # The server still stops, and every background task, a pool or poller among them.
         log.error(
             "%s: %s failed during shutdown: %s (error id %s)",
             app.name,
             what,
-            exc,
+            "it was cancelled" if isinstance(exc, asyncio.CancelledError) else exc,
             new_error_id(),
             exc_info=exc,
         )

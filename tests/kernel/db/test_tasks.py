@@ -1,4 +1,5 @@
-"""`stello.db.tasks.to_the_end`: work its caller's cancellation must not cut."""
+"""`stello.db.tasks`: work its caller's cancellation must not cut (`to_the_end`), stopping a
+task (`cancel_and_wait`), steps each taken whatever failed before (`Steps`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import gc
 
 import pytest
 
-from stello.db.tasks import cancel_and_wait, to_the_end
+from stello.db.tasks import Steps, cancel_and_wait, to_the_end
 
 
 async def failing(release: asyncio.Event) -> None:
@@ -124,3 +125,107 @@ async def test_a_stopper_cleaning_up_after_its_own_cancellation_ends_its_cleanup
         await caller
     assert task.cancelled()
     assert cleaned == ["after the stop"]
+
+
+class TestSteps:
+    @staticmethod
+    def steps(told: list[tuple[str, type[BaseException]]]) -> Steps:
+        """Steps telling each failure to `told` (what, its type)."""
+        return Steps(lambda what, exc: told.append((what, type(exc))))
+
+    async def test_a_step_cancelled_on_its_own_skips_no_later_step(self) -> None:
+        """A step that raises CancelledError of its own (it awaited a task someone else
+        cancelled; the steps' taker is not cancelled) failed like any other: it is told, the
+        later steps are taken, and its CancelledError is raised after the last. Before, it
+        went through `take` at once and every later step was skipped (a shutdown left its
+        pollers and its server running)."""
+        gone = asyncio.ensure_future(asyncio.Event().wait())
+        gone.cancel()
+        told: list[tuple[str, type[BaseException]]] = []
+        taken: list[str] = []
+
+        async def later() -> None:
+            taken.append("later")
+
+        steps = self.steps(told)
+        await steps.take("awaiting a cancelled task", gone)
+        await steps.take("later", later())
+        assert taken == ["later"]
+        assert told == [("awaiting a cancelled task", asyncio.CancelledError)]
+        with pytest.raises(asyncio.CancelledError):
+            steps.raise_first()
+
+    async def test_the_first_failure_is_raised_a_cancelled_step_or_not(self) -> None:
+        """An error before a step's own cancellation is the one raised after the last step."""
+        gone = asyncio.ensure_future(asyncio.Event().wait())
+        gone.cancel()
+        told: list[tuple[str, type[BaseException]]] = []
+
+        async def fails() -> None:
+            raise RuntimeError("the first step failed")
+
+        steps = self.steps(told)
+        await steps.take("failing", fails())
+        await steps.take("awaiting a cancelled task", gone)
+        assert told == [
+            ("failing", RuntimeError),
+            ("awaiting a cancelled task", asyncio.CancelledError),
+        ]
+        with pytest.raises(RuntimeError, match="the first step failed"):
+            steps.raise_first()
+
+    async def test_a_cancelled_taker_takes_no_further_step(self) -> None:
+        """The taker's own cancellation (the shutdown itself cancelled) during a step is raised
+        at once: not told as a step's failure, no later step taken."""
+        started = asyncio.Event()
+        told: list[tuple[str, type[BaseException]]] = []
+        taken: list[str] = []
+
+        async def waits() -> None:
+            started.set()
+            await asyncio.Event().wait()
+
+        async def later() -> None:
+            taken.append("later")
+
+        async def taking() -> None:
+            steps = self.steps(told)
+            await steps.take("waiting", waits())
+            await steps.take("later", later())
+
+        taker = asyncio.ensure_future(taking())
+        await started.wait()
+        taker.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await taker
+        assert taken == [] and told == []
+
+    async def test_a_taker_cleaning_up_after_its_cancellation_takes_every_step(self) -> None:
+        """A taker already cancelled, taking its steps in its cleanup (`stello up` shuts its
+        servers down after Ctrl-C cancelled it), tells a step's own CancelledError from a new
+        cancellation of its own: the later steps are taken."""
+        told: list[tuple[str, type[BaseException]]] = []
+        taken: list[str] = []
+        blocked = asyncio.Event()
+
+        async def later() -> None:
+            taken.append("later")
+
+        async def cleaning_up() -> None:
+            try:
+                blocked.set()
+                await asyncio.Event().wait()
+            finally:
+                gone = asyncio.ensure_future(asyncio.Event().wait())
+                gone.cancel()
+                steps = self.steps(told)
+                await steps.take("awaiting a cancelled task", gone)
+                await steps.take("later", later())
+
+        taker = asyncio.ensure_future(cleaning_up())
+        await blocked.wait()
+        taker.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await taker
+        assert taken == ["later"]
+        assert told == [("awaiting a cancelled task", asyncio.CancelledError)]

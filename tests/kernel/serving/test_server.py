@@ -322,12 +322,16 @@ class TestMetrics:
 
 
 class _Stoppable:
-    """A background task that records its stop, failing it when told to."""
+    """A background task that records its stop, failing it when told to (`cancelled`: its
+    stop awaits a task someone else cancelled, and raises that CancelledError)."""
 
-    def __init__(self, name: str, stopped: list[str], fails: bool = False) -> None:
+    def __init__(
+        self, name: str, stopped: list[str], fails: bool = False, cancelled: bool = False
+    ) -> None:
         self.name = name
         self.stopped = stopped
         self.fails = fails
+        self.cancelled = cancelled
 
     def start(self) -> None:
         """Nothing runs."""
@@ -337,6 +341,10 @@ class _Stoppable:
         self.stopped.append(self.name)
         if self.fails:
             raise RuntimeError(f"{self.name} failed to stop")
+        if self.cancelled:
+            gone = asyncio.ensure_future(asyncio.Event().wait())
+            gone.cancel()
+            await gone
 
 
 class TestShutdownSteps:
@@ -387,6 +395,44 @@ class TestShutdownSteps:
                     True,
                     True,
                 ], said
+            finally:
+                await server.stop(None)
+
+    async def test_a_step_cancelled_on_its_own_stops_everything_then_raises_it(
+        self, settings: StelloSettings, keys: KeyStore, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A background task whose stop raises CancelledError of its own (it awaited a task
+        someone else cancelled; the shutdown is not cancelled) skips nothing: the other
+        background tasks are stopped, the step is logged as failed under an error id, and its
+        CancelledError is raised after the last step. Before, it ended the shutdown there:
+        the background tasks after it (pollers, the erasure job) kept running."""
+        assert settings.database_url is not None
+        stopped: list[str] = []
+        async with create_pool(settings.database_url, settings) as pool:
+            app = dataclasses.replace(
+                probe.probe_app(settings, pool, keys),
+                background=(
+                    _Stoppable("first", stopped),
+                    _Stoppable("second", stopped, cancelled=True),
+                    _Stoppable("third", stopped),
+                ),
+            )
+            server, _ = await create_server(app, "127.0.0.1:0")
+            await server.start()
+            try:
+                with (
+                    caplog.at_level(logging.ERROR, logger="stello.serving.server"),
+                    pytest.raises(asyncio.CancelledError),
+                ):
+                    await shutdown(app, server, 0)
+                assert stopped == ["third", "second", "first"]
+                said = [r.getMessage() for r in caplog.records]
+                assert len(said) == 1, said
+                assert re.fullmatch(
+                    r"probe: stopping _Stoppable failed during shutdown: it was cancelled "
+                    r"\(error id [0-9a-f]{16}\)",
+                    said[0],
+                ), said
             finally:
                 await server.stop(None)
 
