@@ -102,10 +102,19 @@ WHERE datname = current_database() AND pid <> pg_backend_pid()
 
 
 WAITING_ON_A_LOCK = """
-SELECT count(*) FROM pg_stat_activity
+SELECT count(*) FROM {activity}
 WHERE datname = current_database() AND wait_event_type = 'Lock'
 """
-"""Backends of the database that wait for a lock (a call a test holds back)."""
+
+
+async def waiting_on_a_lock(con: asyncpg.Connection) -> int:
+    """Backends of the database that wait for a lock (a call a test holds back). On Citus
+    those of every node (`citus_stat_activity`): a statement routed to a worker waits for
+    its lock there, and its coordinator backend waits for the worker's answer, not a lock
+    (the tests that waited for one waited their whole bound there)."""
+    citus = await con.fetchval("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')")
+    activity = "citus_stat_activity" if citus else "pg_stat_activity"
+    return int(await con.fetchval(WAITING_ON_A_LOCK.format(activity=activity)))
 
 
 BUSY_BACKENDS = """

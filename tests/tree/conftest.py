@@ -16,7 +16,7 @@ from stello.common.v1 import common_pb2
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.support.erasure import Con
 from tests.support.fixtures import RunningServer, ServerStarter, TestSpace
-from tests.support.history import WAITING_ON_A_LOCK
+from tests.support.history import waiting_on_a_lock
 from tree_service.app import create_app, create_service
 from tree_service.sessions.repository import CREATE_SESSION, LOCK_PARENT
 from tree_service.unit import TreeTx
@@ -159,7 +159,7 @@ async def commit_while(
         await write(con)
         task = await start()
         for _ in range(1000):
-            if await watcher.fetchval(WAITING_ON_A_LOCK) or task.done():
+            if await waiting_on_a_lock(watcher) or task.done():
                 break
             await asyncio.sleep(0.01)
         await writing.commit()

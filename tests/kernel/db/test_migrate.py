@@ -22,7 +22,7 @@ from tests.support.database import (
     create_test_database,
     drop_test_database,
 )
-from tests.support.history import WAITING_ON_A_LOCK, end_other_backends
+from tests.support.history import end_other_backends, waiting_on_a_lock
 
 pytestmark = pytest.mark.sql
 
@@ -352,10 +352,10 @@ class TestOutsideATransaction:
             await writer.execute(ONE_RECORD, session, 1)
             migrating = asyncio.create_task(migrate(con))
             for _ in range(500):
-                if await other.fetchval(WAITING_ON_A_LOCK) or migrating.done():
+                if await waiting_on_a_lock(other) or migrating.done():
                     break
                 await asyncio.sleep(0.01)
-            assert await other.fetchval(WAITING_ON_A_LOCK) == 1
+            assert await waiting_on_a_lock(other) == 1
             await asyncio.wait_for(other.execute(ONE_RECORD, session, 2), 5)
             assert not migrating.done()
             await open_append.commit()
