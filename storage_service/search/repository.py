@@ -328,8 +328,8 @@ SET LOCAL max_parallel_workers_per_gather = 0;
 SET LOCAL statement_timeout = {timeout_ms:d}
 """
 
-# Run before the statements of a session's view (SET LOCAL: to the transaction's end; the
-# view's statements are its last). A part is read in the page's order through
+# Run after _SEARCH_SETTINGS in a NEWEST search of a session's view (its other statements,
+# the scope's root and the query's terms, sort nothing). A part is read in the page's order through
 # `records_session_newest`, never sorted: the planner, which estimates a part's seq range
 # at a row or two (a range between a row's values), took the primary key's range of the
 # part and sorted it (the whole part read, for a page of it). The page's own sort (of the
@@ -373,11 +373,13 @@ class SearchRepository:
     def __init__(self, con: asyncpg.Connection) -> None:
         self._con = con
 
-    async def settings(self, timeout_s: float) -> None:
+    async def settings(self, timeout_s: float, *, view: bool = False) -> None:
         """Plan this transaction's statements for their parameters, without parallel
-        workers, each for at most `timeout_s` (_SEARCH_SETTINGS)."""
+        workers, each for at most `timeout_s` (_SEARCH_SETTINGS); with `view` (a NEWEST
+        search of a session's view), without sorting a part (VIEW_SETTINGS)."""
         timeout_ms = max(1, int(timeout_s * 1000))
-        await self._con.execute(_SEARCH_SETTINGS.format(timeout_ms=timeout_ms))
+        settings = _SEARCH_SETTINGS.format(timeout_ms=timeout_ms)
+        await self._con.execute(f"{settings};\n{VIEW_SETTINGS}" if view else settings)
 
     async def root_of(self, space_id: uuid.UUID, session_id: uuid.UUID) -> uuid.UUID | None:
         """The root of `session_id` (itself for a root), or None when it is not a visible
@@ -420,7 +422,6 @@ class SearchRepository:
             horizon = after.horizon if after else None
             return list(await self._con.fetch(statement, *position, RELEVANCE_CANDIDATES, horizon))
         if in_view:
-            await self._con.execute(VIEW_SETTINGS)
             view = SEARCH_RECORDS[(True, "view")]
             rows = await self._con.fetch(view, *position, NEWEST_PROBE_FIRST * limit)
             if len(rows) == limit:

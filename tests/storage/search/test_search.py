@@ -28,7 +28,6 @@ from storage_service.search.repository import (
     RELEVANCE_CANDIDATES,
     SEARCH_RECORDS,
     SEARCH_SESSIONS,
-    VIEW_SETTINGS,
     SearchRepository,
 )
 from storage_service.search.stop_words import ENGLISH
@@ -941,9 +940,7 @@ async def test_a_search_starts_no_parallel_worker(
     try:
         async with direct.transaction():
             await direct.execute(PARALLEL_AS_IN_A_BIG_SPACE)
-            await SearchRepository(direct).settings(30.0)
-            if statement == "in a session":
-                await direct.execute(VIEW_SETTINGS)
+            await SearchRepository(direct).settings(30.0, view=statement == "in a session")
             raw = await direct.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
     finally:
         await direct.close()
