@@ -4,8 +4,11 @@
 Every statement pins `records` and `sessions` by space_id in every scope. A NEWEST page of
 the space or a tree reads the space's newest records and checks the query on each, a bounded
 number of them (DESIGN §9, STYLE 17: its cost follows the page for a common word), then
-the GIN index leading with space_id serves what that did not; RELEVANCE ranks a bounded
-number of the newest matches. Keyset paging on the order's columns.
+the GIN index leading with space_id serves what that did not. A NEWEST page of a session's
+view reads each part of the view newest first (`records_session_newest`, migration 0052),
+a bounded number of rows, then the view's records (never the space's matches) when that did
+not fill the page. RELEVANCE ranks a bounded number of the newest matches. Keyset paging on
+the order's columns.
 """
 
 from __future__ import annotations
@@ -156,6 +159,59 @@ _RANKED_MATCHES = """
     OFFSET 0
 """
 
+# NEWEST in a session's view ($2), through `records_session_newest` (migration 0052): each
+# part of the view (`parts`, at most SEGMENT_CAP + 1) whose holder is visible, its rows after
+# the position newest first, at most $10 of them (NULL: all of them, the view's read), the
+# word checked on each. The position in a part's order (its holder fixed): (created_at, seq)
+# below ($5, the page's seq when the holder is the page's session, else past every seq when
+# the holder sorts below it, before every seq when above), one range of the index; a NULL
+# position is past every row. A part that gave $10 rows (its last one `k` = $10) may hold
+# older ones unread: a hit is sure when it is not older than any of those parts' last rows
+# (the NOT EXISTS over `e`), and the page is the sure hits, so a page short of $9 is the
+# view's whole rest only when no part stopped at $10 (else the caller reads further). The
+# holder's rows outside the part's seqs (a parent's records after the fork) are skipped
+# inside the index (their seq is in it), never fetched. The holders' visibility is looked
+# up once per part, before its rows are read.
+_VIEW_PROBE_MATCHES = """
+    SELECT w.created_at, w.session_id, w.seq, w.row, coalesce($8::real, 0) * 0 AS rank, w.label
+    FROM w
+    WHERE w.hit
+      AND NOT EXISTS (
+        SELECT FROM w e
+        WHERE e.k = $10
+          AND (w.created_at, w.session_id, w.seq) < (e.created_at, e.session_id, e.seq))
+"""
+_VIEW_ROWS = """,
+w AS (
+    SELECT x.created_at, x.session_id, x.seq, x.row, x.hit, x.k, v.label
+    FROM parts p
+    CROSS JOIN LATERAL (
+        SELECT s.label FROM sessions s
+        WHERE s.space_id = $1 AND s.id = p.holder_id AND s.provisional_until IS NULL
+          AND ($4::uuid IS NULL OR s.root_id = $4)
+        LIMIT 1
+    ) v
+    CROSS JOIN LATERAL (
+        SELECT y.created_at, y.session_id, y.seq, y.row,
+               y.search_vector @@ $3::tsquery AS hit,
+               row_number() OVER (ORDER BY y.created_at DESC, y.seq DESC) AS k
+        FROM (
+            SELECT r.created_at, r.session_id, r.seq, r.ctid AS row, r.search_vector
+            FROM records r
+            WHERE r.space_id = $1 AND r.session_id = p.holder_id
+              AND r.seq BETWEEN p.from_seq AND p.to_seq
+              AND (r.created_at, r.seq)
+                  < (coalesce($5::timestamptz, 'infinity'),
+                     CASE WHEN $5::timestamptz IS NULL OR p.holder_id < $6::uuid
+                            THEN 9223372036854775807::bigint
+                          WHEN p.holder_id = $6::uuid THEN $7::bigint
+                          ELSE 0::bigint END)
+            ORDER BY r.created_at DESC, r.seq DESC
+            LIMIT $10
+        ) y
+    ) x
+)"""
+
 _IN_VIEW = """AND $2::uuid IS NOT NULL AND EXISTS (
       SELECT FROM parts p WHERE p.holder_id = r.session_id
         AND r.seq BETWEEN p.from_seq AND p.to_seq)"""
@@ -174,10 +230,16 @@ def _search(*, in_view: bool, plan: str) -> str:
         "c_newest": _NEWEST.format(m="c."),
         "horizon": _HORIZON,
     }
+    ctes = f"WITH {PARTS.strip()}" if in_view else ""
     if plan == "relevance":
         matches = _RANKED_MATCHES.format(visible=_VISIBLE.format(m="n"), **fields)
         page_order = "m.rank DESC, m." + _NEWEST.format(m="m.")
         horizon = _HORIZON
+    elif plan == "view":
+        ctes += _VIEW_ROWS
+        matches = _VIEW_PROBE_MATCHES
+        page_order = "m." + _NEWEST.format(m="m.")
+        horizon = "NULL::timestamptz"
     else:
         source = _PROBE_MATCHES if plan == "probe" else _GIN_MATCHES
         visible = _VISIBLE.format(m="w" if plan == "probe" else "n")
@@ -185,7 +247,7 @@ def _search(*, in_view: bool, plan: str) -> str:
         page_order = "m." + _NEWEST.format(m="m.")
         horizon = "NULL::timestamptz"
     return _SEARCH.format(
-        ctes=f"WITH {PARTS.strip()}" if in_view else "",
+        ctes=ctes,
         matches=matches,
         page_order=page_order,
         horizon=horizon,
@@ -197,15 +259,17 @@ SEARCH_RECORDS = {
     for in_view, plan in (
         (False, "probe"),
         (False, "gin"),
-        (True, "gin"),
+        (True, "view"),
         (False, "relevance"),
         (True, "relevance"),
     )
 }
 """The statements of SearchRecords by (a session's view, plan): "probe" and "gin" NEWEST
-(parameters $1..$9, and the probe's rows $10), "relevance" ($1..$11). A session's view is
-searched through the GIN (its records are few of the space's: a probe of the space's newest
-would mostly read other sessions')."""
+of the space or a tree (parameters $1..$9, and the probe's rows $10), "view" NEWEST of a
+session's view ($1..$10: the rows read per part, NULL for all), "relevance" ($1..$11). A
+session's view is not searched through the GIN, whose matches are the whole space's (a
+search in a small session of a big space would read every match of the space), nor by a
+probe of the space's newest (mostly other sessions' records)."""
 
 # $1 space, $2 the to_tsquery text ('simple'), $3 status (or NULL), $4/$5 the
 # position (created_at, id; NULL = the first page), $6 the page's size. The
@@ -264,6 +328,14 @@ SET LOCAL max_parallel_workers_per_gather = 0;
 SET LOCAL statement_timeout = {timeout_ms:d}
 """
 
+# Run after _SEARCH_SETTINGS in a NEWEST search of a session's view (its other statements,
+# the scope's root and the query's terms, sort nothing). A part is read in the page's order through
+# `records_session_newest`, never sorted: the planner, which estimates a part's seq range
+# at a row or two (a range between a row's values), took the primary key's range of the
+# part and sorted it (the whole part read, for a page of it). The page's own sort (of the
+# rows the probe kept) stays: no plan is without it.
+VIEW_SETTINGS = "SET LOCAL enable_sort = off"
+
 # The root of a visible session of the space (the scope of a search); no row when the session
 # is not visible. A root's root_id is its own id.
 VISIBLE_ROOT = """
@@ -301,11 +373,13 @@ class SearchRepository:
     def __init__(self, con: asyncpg.Connection) -> None:
         self._con = con
 
-    async def settings(self, timeout_s: float) -> None:
+    async def settings(self, timeout_s: float, *, view: bool = False) -> None:
         """Plan this transaction's statements for their parameters, without parallel
-        workers, each for at most `timeout_s` (_SEARCH_SETTINGS)."""
+        workers, each for at most `timeout_s` (_SEARCH_SETTINGS); with `view` (a NEWEST
+        search of a session's view), without sorting a part (VIEW_SETTINGS)."""
         timeout_ms = max(1, int(timeout_s * 1000))
-        await self._con.execute(_SEARCH_SETTINGS.format(timeout_ms=timeout_ms))
+        settings = _SEARCH_SETTINGS.format(timeout_ms=timeout_ms)
+        await self._con.execute(f"{settings};\n{VIEW_SETTINGS}" if view else settings)
 
     async def root_of(self, space_id: uuid.UUID, session_id: uuid.UUID) -> uuid.UUID | None:
         """The root of `session_id` (itself for a root), or None when it is not a visible
@@ -347,16 +421,25 @@ class SearchRepository:
             statement = SEARCH_RECORDS[(in_view, "relevance")]
             horizon = after.horizon if after else None
             return list(await self._con.fetch(statement, *position, RELEVANCE_CANDIDATES, horizon))
-        if not in_view:
-            probe = SEARCH_RECORDS[(False, "probe")]
-            rows = await self._con.fetch(probe, *position, NEWEST_PROBE_FIRST * limit)
+        if in_view:
+            view = SEARCH_RECORDS[(True, "view")]
+            rows = await self._con.fetch(view, *position, NEWEST_PROBE_FIRST * limit)
             if len(rows) == limit:
                 return list(rows)
             if len(rows) * NEWEST_PROBE_ROWS >= NEWEST_PROBE_FIRST * limit:
-                rows = await self._con.fetch(probe, *position, NEWEST_PROBE_ROWS * limit)
+                rows = await self._con.fetch(view, *position, NEWEST_PROBE_ROWS * limit)
                 if len(rows) == limit:
                     return list(rows)
-        return list(await self._con.fetch(SEARCH_RECORDS[(in_view, "gin")], *position))
+            return list(await self._con.fetch(view, *position, None))
+        probe = SEARCH_RECORDS[(False, "probe")]
+        rows = await self._con.fetch(probe, *position, NEWEST_PROBE_FIRST * limit)
+        if len(rows) == limit:
+            return list(rows)
+        if len(rows) * NEWEST_PROBE_ROWS >= NEWEST_PROBE_FIRST * limit:
+            rows = await self._con.fetch(probe, *position, NEWEST_PROBE_ROWS * limit)
+            if len(rows) == limit:
+                return list(rows)
+        return list(await self._con.fetch(SEARCH_RECORDS[(False, "gin")], *position))
 
     async def sessions(
         self,

@@ -144,15 +144,18 @@ class SearchService:
         self._db = db
         self._timeout_s = timeout_s
 
-    async def _bounded(self, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:
-        """Run a search's `work` in one transaction, its statements bounded.
+    async def _bounded(
+        self, work: Callable[[UnitOfWork], Awaitable[T]], *, view: bool = False
+    ) -> T:
+        """Run a search's `work` in one transaction, its statements bounded (`view`: a
+        NEWEST search of a session's view, SearchRepository.settings).
 
         Raises:
             FailedPrecondition: reason SEARCH_TOO_BROAD, a statement ran past the bound.
         """
 
         async def run(uow: UnitOfWork) -> T:
-            await uow.search.settings(self._timeout_s)
+            await uow.search.settings(self._timeout_s, view=view)
             return await work(uow)
 
         try:
@@ -215,7 +218,8 @@ class SearchService:
                 )
             )
 
-        rows = await self._bounded(work)
+        view = search.session_id is not None and not search.relevance
+        rows = await self._bounded(work, view=view)
         page = rows[: search.page_size]
         hits = tuple(_hit(row) for row in page)
         token = ""

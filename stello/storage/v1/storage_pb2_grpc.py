@@ -464,7 +464,13 @@ class SessionStorageServicer:
         200 of the space's newest (a rare word, or one whose matches are all
         old) is answered by the GIN index `records_search` (space_id,
         search_vector) after that bounded read, its cost growing with its
-        matches in the space, never with the space's records. RELEVANCE ranks
+        matches in the space, never with the space's records. NEWEST with
+        `session_id` reads the view's own records instead, newest first (the
+        index `records_session_newest`, one range per part of the view: its own
+        records and each ancestor's range it inherits), the same way: about the
+        page over the share of the view's records that match, and, for a query
+        that fills no page from that bounded read, the view's records after the
+        page's position; never the rest of the space, however big. RELEVANCE ranks
         the 1,000 newest matches (of the scope, in visible sessions) written up
         to the walk's first page, best first: an older record is not found by
         RELEVANCE however well it would rank (NEWEST finds it), and records
