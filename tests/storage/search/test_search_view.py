@@ -22,6 +22,7 @@ from storage_service.search.repository import NEWEST_PROBE_FIRST
 from tests.storage.helpers import rec
 from tests.storage.records.test_lineage import append, inherit
 from tests.storage.search.test_search import no_autovacuum_of_records, records_read
+from tests.storage.search.test_search_newest import LAST_SEQ as LAST_SEQ_FROM_RECORDS
 from tests.storage.search.test_search_newest import Stub, keys, page
 from tests.support.fixtures import MakeSession, TestSpace
 
@@ -52,11 +53,6 @@ SELECT $1, ($4::uuid[])[i % 9 + 1], i / 9 + 1, 'user',
          || CASE WHEN i % 50 = 0 THEN ' oldword' ELSE '' END,
        $5::timestamptz + (100000 + i) * interval '1 second', 1, i / 9 + 1
 FROM generate_series($2::int, $3::int - 1) AS i
-"""
-ELSEWHERE_LAST_SEQ = """
-UPDATE sessions SET last_seq = (SELECT max(seq) FROM records r
-                                WHERE r.space_id = $1 AND r.session_id = sessions.id)
-WHERE space_id = $1 AND id = ANY ($2::uuid[])
 """
 
 
@@ -141,7 +137,7 @@ async def grow_elsewhere(pool: asyncpg.Pool, space: TestSpace, seen: View, size:
     tenth of that (newer than the view's: a read of its part passes them first)."""
     async with pool.acquire() as con:
         await con.execute(ELSEWHERE, space.id, seen.size, size, seen.others, BASE)
-        await con.execute(ELSEWHERE_LAST_SEQ, space.id, seen.others)
+        await con.execute(LAST_SEQ_FROM_RECORDS, space.id, seen.others)
         first = 2 * CUT + seen.size // 10 + 1
         later = [
             (5000.0 + s, seen.parent, s, _text(s, rare=True, dusk=True))
