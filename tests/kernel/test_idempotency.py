@@ -8,11 +8,11 @@ from typing import cast
 import asyncpg
 import pytest
 
-from stello.db.migrate import CITUS_INSTALLED
 from stello.errors import AlreadyExists
 from stello.reasons import REQUEST_ID_REUSED
 from stello.stored import idempotency
 from tests.support.fixtures import TestSpace
+from tests.support.history import activity_view
 
 pytestmark = pytest.mark.sql
 
@@ -161,9 +161,7 @@ WHERE datname = current_database() AND wait_event_type = 'Lock'
 
 async def waiting_on_the_key(pool: asyncpg.Pool) -> int:
     """Backends of the database waiting on a lock in an insert of a key (any node)."""
-    citus = await pool.fetchval(CITUS_INSTALLED)
-    view = "citus_stat_activity" if citus else "pg_stat_activity"
-    return int(await pool.fetchval(WAITING_ON_THE_KEY.format(activity=view)))
+    return int(await pool.fetchval(WAITING_ON_THE_KEY.format(activity=await activity_view(pool))))
 
 
 async def key_while_held(

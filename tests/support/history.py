@@ -107,14 +107,18 @@ WHERE datname = current_database() AND wait_event_type = 'Lock'
 """
 
 
+async def activity_view(con: asyncpg.Connection | asyncpg.Pool) -> str:
+    """The view of the database's backends to look for a wait in: on Citus every node's
+    (`citus_stat_activity`): a statement routed to a worker waits for its lock there, and
+    its coordinator backend waits for the worker's answer, not a lock."""
+    return "citus_stat_activity" if await con.fetchval(CITUS_INSTALLED) else "pg_stat_activity"
+
+
 async def waiting_on_a_lock(con: asyncpg.Connection) -> int:
-    """Backends of the database that wait for a lock (a call a test holds back). On Citus
-    those of every node (`citus_stat_activity`): a statement routed to a worker waits for
-    its lock there, and its coordinator backend waits for the worker's answer, not a lock
-    (the tests that waited for one waited their whole bound there)."""
-    citus = await con.fetchval("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')")
-    activity = "citus_stat_activity" if citus else "pg_stat_activity"
-    return int(await con.fetchval(WAITING_ON_A_LOCK.format(activity=activity)))
+    """Backends of the database that wait for a lock (a call a test holds back), on every
+    node (`activity_view`: the tests that looked only at the coordinator waited their whole
+    bound on Citus)."""
+    return int(await con.fetchval(WAITING_ON_A_LOCK.format(activity=await activity_view(con))))
 
 
 BUSY_BACKENDS = """
