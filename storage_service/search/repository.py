@@ -77,10 +77,11 @@ ORDER BY {page_order}
 LIMIT $9
 """
 
-# A match's session, visible and in the root's tree (the scope's sessions).
+# A match's session (or a view part's holder), visible and in the root's tree (the scope's
+# sessions).
 _VISIBLE = """CROSS JOIN LATERAL (
         SELECT s.label FROM sessions s
-        WHERE s.space_id = $1 AND s.id = {m}.session_id AND s.provisional_until IS NULL
+        WHERE s.space_id = $1 AND s.id = {session} AND s.provisional_until IS NULL
           AND ($4::uuid IS NULL OR s.root_id = $4)
         LIMIT 1
     ) s"""
@@ -183,14 +184,9 @@ _VIEW_PROBE_MATCHES = """
 """
 _VIEW_ROWS = """,
 w AS (
-    SELECT x.created_at, x.session_id, x.seq, x.row, x.hit, x.k, v.label
+    SELECT x.created_at, x.session_id, x.seq, x.row, x.hit, x.k, s.label
     FROM parts p
-    CROSS JOIN LATERAL (
-        SELECT s.label FROM sessions s
-        WHERE s.space_id = $1 AND s.id = p.holder_id AND s.provisional_until IS NULL
-          AND ($4::uuid IS NULL OR s.root_id = $4)
-        LIMIT 1
-    ) v
+    {visible}
     CROSS JOIN LATERAL (
         SELECT y.created_at, y.session_id, y.seq, y.row,
                y.search_vector @@ $3::tsquery AS hit,
@@ -232,17 +228,17 @@ def _search(*, in_view: bool, plan: str) -> str:
     }
     ctes = f"WITH {PARTS.strip()}" if in_view else ""
     if plan == "relevance":
-        matches = _RANKED_MATCHES.format(visible=_VISIBLE.format(m="n"), **fields)
+        matches = _RANKED_MATCHES.format(visible=_VISIBLE.format(session="n.session_id"), **fields)
         page_order = "m.rank DESC, m." + _NEWEST.format(m="m.")
         horizon = _HORIZON
     elif plan == "view":
-        ctes += _VIEW_ROWS
+        ctes += _VIEW_ROWS.format(visible=_VISIBLE.format(session="p.holder_id"))
         matches = _VIEW_PROBE_MATCHES
         page_order = "m." + _NEWEST.format(m="m.")
         horizon = "NULL::timestamptz"
     else:
         source = _PROBE_MATCHES if plan == "probe" else _GIN_MATCHES
-        visible = _VISIBLE.format(m="w" if plan == "probe" else "n")
+        visible = _VISIBLE.format(session="w.session_id" if plan == "probe" else "n.session_id")
         matches = source.format(visible=visible, **fields)
         page_order = "m." + _NEWEST.format(m="m.")
         horizon = "NULL::timestamptz"
@@ -273,8 +269,8 @@ probe of the space's newest (mostly other sessions' records)."""
 
 # $1 space, $2 the to_tsquery text ('simple'), $3 status (or NULL), $4/$5 the
 # position (created_at, id; NULL = the first page), $6 the page's size. The
-# sessions whose label matches (`sessions_label_search`: its predicate, migration
-# 0025, needs the visibility test in the probe) and those with a
+# sessions whose label matches (`sessions_label_search`, which holds the sessions
+# being erased too since migration 0050: the probe tests visibility) and those with a
 # metadata value that matches (`session_metadata_search`, migration 0021), each
 # once (UNION); then each one's row by its key (the LATERAL ... LIMIT 1, as in
 # SEARCH_RECORDS: not a join the planner would hash over every session of the
@@ -423,15 +419,19 @@ class SearchRepository:
             return list(await self._con.fetch(statement, *position, RELEVANCE_CANDIDATES, horizon))
         if in_view:
             view = SEARCH_RECORDS[(True, "view")]
-            rows = await self._con.fetch(view, *position, NEWEST_PROBE_FIRST * limit)
-            if len(rows) == limit:
-                return list(rows)
-            if len(rows) * NEWEST_PROBE_ROWS >= NEWEST_PROBE_FIRST * limit:
-                rows = await self._con.fetch(view, *position, NEWEST_PROBE_ROWS * limit)
-                if len(rows) == limit:
-                    return list(rows)
-            return list(await self._con.fetch(view, *position, None))
-        probe = SEARCH_RECORDS[(False, "probe")]
+            page = await self._probed(view, position, limit)
+            return page if page is not None else list(await self._con.fetch(view, *position, None))
+        page = await self._probed(SEARCH_RECORDS[(False, "probe")], position, limit)
+        if page is not None:
+            return page
+        return list(await self._con.fetch(SEARCH_RECORDS[(False, "gin")], *position))
+
+    async def _probed(
+        self, probe: str, position: tuple[object, ...], limit: int
+    ) -> list[asyncpg.Record] | None:
+        """A NEWEST page read by `probe` within NEWEST_PROBE_FIRST rows per row wanted, then
+        (when the word looked common enough) NEWEST_PROBE_ROWS; None when neither filled it
+        (the caller's unbounded plan serves the page)."""
         rows = await self._con.fetch(probe, *position, NEWEST_PROBE_FIRST * limit)
         if len(rows) == limit:
             return list(rows)
@@ -439,7 +439,7 @@ class SearchRepository:
             rows = await self._con.fetch(probe, *position, NEWEST_PROBE_ROWS * limit)
             if len(rows) == limit:
                 return list(rows)
-        return list(await self._con.fetch(SEARCH_RECORDS[(False, "gin")], *position))
+        return None
 
     async def sessions(
         self,
