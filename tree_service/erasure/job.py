@@ -174,12 +174,19 @@ async def erase_batch(
     await con.executemany(ERASE_UNSOURCE, [(space_id, r["id"]) for r in forked])
     # Deepest first (as chosen): a parent goes after its children (its key is NO ACTION).
     await con.executemany(ERASE_DELETE, [(space_id, i) for i in chosen if i in claimed])
+    await _shrink(con, space_id, chunk, kept)
+    return len(chosen)
+
+
+async def _shrink(
+    con: asyncpg.Connection, space_id: uuid.UUID, chunk: asyncpg.Record, kept: list[uuid.UUID]
+) -> None:
+    """The chunk with only the ids it `kept` (ERASE_SHRINK), or gone when none are left."""
     key = (space_id, chunk["root_id"], chunk["chunk"])
     if kept:
         await con.execute(ERASE_SHRINK, *key, kept)
     else:
         await con.execute(ERASE_DONE, *key)
-    return len(chosen)
 
 
 def _split(ids: list[uuid.UUID], batch: int) -> tuple[list[uuid.UUID], list[uuid.UUID]]:

@@ -160,11 +160,10 @@ def erasure_chunks(
 ) -> list[tuple[uuid.UUID, uuid.UUID, int, int, list[uuid.UUID]]]:
     """`ERASURE_CHUNK`'s arguments for a hide of `session_id` whose hidden `rows` (id,
     depth) are sorted by depth, then id: ERASE_CHUNK ids each, with the first's depth."""
+    starts = range(0, len(rows), ERASE_CHUNK)
     return [
-        (space_id, session_id, n, rows[start]["depth"], [r["id"] for r in rows[start:end]])
-        for n, (start, end) in enumerate(
-            (start, start + ERASE_CHUNK) for start in range(0, len(rows), ERASE_CHUNK)
-        )
+        (space_id, session_id, n, rows[i]["depth"], [r["id"] for r in rows[i : i + ERASE_CHUNK]])
+        for n, i in enumerate(starts)
     ]
 
 
