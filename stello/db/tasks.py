@@ -66,12 +66,9 @@ class Steps:
         cancelled = cancelled_since()
         try:
             await work
-        except asyncio.CancelledError as exc:
-            if cancelled():
+        except (Exception, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError) and cancelled():
                 raise
-            self._errors.append(exc)
-            self._failed(what, exc)
-        except Exception as exc:
             self._errors.append(exc)
             self._failed(what, exc)
 
