@@ -14,7 +14,7 @@ import contextlib
 import logging
 import signal
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,9 @@ import asyncpg
 import grpc
 import pytest
 
-from agent_gateway.llm import Completion, LLMMessage, ToolSpec
+from agent_gateway.app import GatewayClients
+from agent_gateway.clients import Caller
+from agent_gateway.llm import Completion, LLMMessage, LLMProvider, ToolSpec
 from agent_gateway.llm.prompts.texts import CONSOLIDATOR
 from stello.agent.v1 import agent_pb2, agent_pb2_grpc
 from stello.auth import KeyStore
@@ -136,6 +138,55 @@ async def watching_covered(stack: Stack, session_id: str) -> AsyncIterator[list[
 
 
 @dataclass(slots=True)
+class ClaimsAsked:
+    """The ClaimJob calls of one gateway's runner, by the request id of the call its job came
+    from (a turn's, a Consolidate's): whether storage granted each, in order."""
+
+    granted: dict[str, list[bool]] = field(default_factory=dict)
+
+    def watch(self, clients: GatewayClients) -> None:
+        """Record the ClaimJob answers `clients` get."""
+        claim_job = clients.storage.claim_job
+
+        async def recorded(
+            caller: Caller,
+            space_id: uuid.UUID,
+            session_id: uuid.UUID,
+            kind: common_pb2.JobKind,
+            ttl_s: int,
+        ) -> storage_pb2.ClaimJobResponse:
+            reply = await claim_job(caller, space_id, session_id, kind, ttl_s)
+            self.granted.setdefault(caller.request_id, []).append(reply.granted)
+            return reply
+
+        clients.storage.claim_job = recorded  # type: ignore[method-assign]
+
+    def refused(self, jobs: int, times: int) -> bool:
+        """Whether `jobs` jobs each met another run's claim `times` times in a row from their
+        first ask (asking again proves a job waited: one that ran instead does not ask)."""
+        met = [asked for asked in self.granted.values() if asked[:times] == [False] * times]
+        return len(met) >= jobs
+
+
+ClaimsStackMaker = Callable[..., Awaitable[tuple[Stack, ClaimsAsked]]]
+
+
+@pytest.fixture(name="make_claims_stack")
+def _make_claims_stack(
+    make_stack: StackMaker, backends: Backends, settings: StelloSettings, local_calls: bool
+) -> ClaimsStackMaker:
+    """`make_stack`, with the ClaimJob answers its gateway's runner gets recorded."""
+
+    async def make(provider: LLMProvider, **overrides: Any) -> tuple[Stack, ClaimsAsked]:
+        clients = gateway_clients(backends.gateway_config(), backends, settings, local_calls)
+        claims = ClaimsAsked()
+        claims.watch(clients)
+        return await make_stack(provider, clients=clients, **overrides), claims
+
+    return make
+
+
+@dataclass(slots=True)
 class EmptyBackgroundFolds(SpyProvider):
     """A spy whose compression calls made after the first turn call (the background fold's)
     answer only reasoning, cut off by max_tokens."""
@@ -169,7 +220,7 @@ async def seeded(stack: Stack, pool: asyncpg.Pool, count: int) -> str:
 
 class TestOncePerSession:
     async def test_two_replicas_and_a_manual_call_run_one_consolidation(
-        self, make_stack: StackMaker
+        self, make_stack: StackMaker, make_claims_stack: ClaimsStackMaker
     ) -> None:
         """With two gateway replicas consolidating every turn and a manual Consolidate racing
         the automatic one, one consolidation runs at a time (the other replica's automatic
@@ -179,7 +230,7 @@ class TestOncePerSession:
         model = GatedConsolidations()
         settings = {"consolidate_every_n_turns": 1, "job_claim_ttl_s": 3}
         a = await make_stack(model, **settings)
-        b = await make_stack(model, **settings)
+        b, b_claims = await make_claims_stack(model, **settings)
         root = (await a.root()).id
         async with watching_covered(a, root) as covered:
             await send(a, root, "one")
@@ -191,7 +242,9 @@ class TestOncePerSession:
                     space_id=a.space.sid, session_id=root, content="the user's memory"
                 )
             )
-            await asyncio.sleep(1.0)  # B's automatic run and its manual call meet the claim
+            # B's automatic run and its manual call each met A's claim and asked again (or,
+            # broken, one of them consolidates meanwhile)
+            await wait_for(lambda: b_claims.refused(2, times=2) or len(model.consolidations) > 1)
             assert model.most == 1 and len(model.consolidations) == 1
             model.gate.set()
             reply = await manual
@@ -212,7 +265,7 @@ class TestOncePerSession:
 
     @pytest.mark.parametrize("replicas", [1, 2])
     async def test_a_turn_committed_during_a_run_is_consolidated_after_it(
-        self, make_stack: StackMaker, replicas: int
+        self, make_stack: StackMaker, make_claims_stack: ClaimsStackMaker, replicas: int
     ) -> None:
         """Consolidating every turn, the second turn commits while the first turn's
         consolidation, which read the records before it, is running: its own trigger is
@@ -224,12 +277,15 @@ class TestOncePerSession:
         model = GatedConsolidations()
         settings = {"consolidate_every_n_turns": 1, "job_claim_ttl_s": 3}
         a = await make_stack(model, **settings)
-        b = a if replicas == 1 else await make_stack(model, **settings)
+        b, b_claims = (a, None) if replicas == 1 else await make_claims_stack(model, **settings)
         root = (await a.root()).id
         await send(a, root, "one")
         await wait_for(lambda: model.in_flight == 1)
         await send(b, root, "two")
-        await asyncio.sleep(0.5)  # the second trigger meets the run under way
+        # The second trigger meets the run under way: in the same gateway before Send
+        # answers (the turn's commit asks for the run); in another, once its claim is refused.
+        if b_claims is not None:
+            await wait_for(lambda: b_claims.refused(1, times=1))
         model.gate.set()
 
         async def covers_all() -> bool:
