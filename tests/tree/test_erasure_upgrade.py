@@ -15,8 +15,8 @@ import asyncpg
 import pytest
 
 from stello.db.migrate import migrate
-from tests.storage.search.test_backfill import database_through
 from tests.support.fixtures import TestSpace, database_fixtures
+from tests.support.migrated import database_through
 from tests.tree.seed import chain, fanout_tree, seed_topology
 from tree_service.erasure.job import EraseRepository
 

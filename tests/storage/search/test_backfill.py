@@ -7,8 +7,7 @@ the old rows (through AppendRecords, as the release before wrote them), then mig
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import cast
 
 import asyncpg
 import pytest
@@ -25,7 +24,6 @@ from tests.storage.helpers import rec
 from tests.storage.records.test_lineage import append, inherit, trim
 from tests.storage.search.test_search import found, search
 from tests.storage.search.test_search_tags import Stub
-from tests.support.database import create_test_database, drop_test_database
 from tests.support.fixtures import (
     MakeSession,
     RunningServer,
@@ -34,6 +32,7 @@ from tests.support.fixtures import (
     database_fixtures,
     new_space,
 )
+from tests.support.migrated import database_through
 
 pytestmark = [
     pytest.mark.sql,
@@ -44,20 +43,6 @@ BEFORE = "0034_router_appends"
 
 # Each test's database: `direct_database_url` below, the others on it (function scope).
 _database_url, _settings, _pool, _keys = database_fixtures("function")[1:]
-
-
-def database_through(before: str) -> Any:
-    """The `direct_database_url` fixture of a module whose tests write rows as the release
-    of migration `before` did, then migrate on (`migrated`): a database of each test's
-    own, migrated through `before`."""
-
-    @pytest.fixture(name="direct_database_url")
-    async def direct_database_url(admin_dsn: str) -> AsyncIterator[str]:
-        dsn = await create_test_database(admin_dsn, before)
-        yield dsn
-        await drop_test_database(admin_dsn, dsn)
-
-    return direct_database_url
 
 
 _direct_database_url = database_through(BEFORE)  # the release before 0035

@@ -13,7 +13,6 @@ from tests.storage.helpers import rec
 from tests.storage.records.test_lineage import append
 from tests.storage.search.test_backfill import (
     _storage_server,
-    database_through,
     job,
     migrated,
     pass_of,
@@ -21,6 +20,7 @@ from tests.storage.search.test_backfill import (
 from tests.storage.search.test_search import found, search, session_ids, tag
 from tests.storage.search.test_search_tags import Stub
 from tests.support.fixtures import MakeSession, TestSpace, database_fixtures
+from tests.support.migrated import database_through
 
 pytestmark = [
     pytest.mark.sql,
