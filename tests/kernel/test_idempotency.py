@@ -56,8 +56,8 @@ async def claim_while_held(
     holder = asyncio.create_task(first())
     await claimed.wait()
     second = asyncio.create_task(claim_and_remember(pool, space, "r", b"h", b"second"))
-    await asyncio.sleep(0.2)
-    assert not second.done()  # blocked on the first transaction's key row
+    await until_waiting_on_the_key(pool)  # blocked on the first transaction's key row
+    assert not second.done()
     release.set()
     return holder, second
 
@@ -164,6 +164,15 @@ async def waiting_on_the_key(pool: asyncpg.Pool) -> int:
     return int(await pool.fetchval(WAITING_ON_THE_KEY.format(activity=await activity_view(pool))))
 
 
+async def until_waiting_on_the_key(pool: asyncpg.Pool) -> None:
+    """Until a backend waits on a lock in an insert of a key (`waiting_on_the_key`)."""
+    async with asyncio.timeout(10):  # a database condition: polled (no event can tell it)
+        while True:
+            if await waiting_on_the_key(pool):
+                break
+            await asyncio.sleep(0.01)
+
+
 async def key_while_held(
     pool: asyncpg.Pool, space: TestSpace, *, commit: bool
 ) -> tuple[asyncio.Task[None], asyncio.Task[bytes | None]]:
@@ -183,11 +192,7 @@ async def key_while_held(
     holder = asyncio.create_task(first())
     await stored.wait()
     second = asyncio.create_task(work_then_key(pool, space, b"h", b"second"))
-    async with asyncio.timeout(10):  # a database condition: polled (no event can tell it)
-        while True:
-            if await waiting_on_the_key(pool):
-                break
-            await asyncio.sleep(0.01)
+    await until_waiting_on_the_key(pool)
     assert not second.done()
     release.set()
     return holder, second

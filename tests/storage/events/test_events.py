@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 import grpc
@@ -19,6 +19,7 @@ from storage_service.unit import UnitOfWork
 from tests.storage.conftest import StubFor
 from tests.storage.helpers import rec, rpc_error
 from tests.support.fixtures import MakeSession, TestSpace
+from tests.support.history import waiting_on_a_lock
 
 pytestmark = pytest.mark.sql
 
@@ -149,13 +150,23 @@ class TestWrites:
                     storage_pb2.PutMemoryRequest(space_id=space.sid, session_id=b, content="b")
                 )
             )
-            await asyncio.sleep(0.3)
+            await until_waiting(pool, put_b)
             assert not put_b.done()
             assert list((await read(stub, space)).events) == []
             await tx.commit()
         await put_b
         reply = await read(stub, space)
         assert [(e.session_id, e.cursor) for e in reply.events] == [(a, "1"), (b, "2")]
+
+
+async def until_waiting(pool: asyncpg.Pool, call: asyncio.Future[Any]) -> None:
+    """Until a backend of the database waits on a lock (a write the test holds back), or
+    `call` ended (it did not wait)."""
+    async with pool.acquire() as watcher, asyncio.timeout(10):
+        while True:
+            if await waiting_on_a_lock(cast(asyncpg.Connection, watcher)) or call.done():
+                break
+            await asyncio.sleep(0.01)
 
 
 class TestReadEvents:

@@ -41,6 +41,7 @@ from tests.support.fresh import fresh_database
 from tests.tree.conftest import erased
 from tree_service.app import create_service
 from tree_service.erasure import job as erasure_job
+from tree_service.erasure.release import LocksBusy
 from tree_service.models import SweepQuery
 
 pytestmark = [
@@ -200,9 +201,22 @@ async def test_the_sweep_never_waits_for_a_reader_while_it_holds_its_claim(
         await channel.close()
 
 
-def recording(errors: list[BaseException]) -> Callable[..., Awaitable[Any]]:
+async def backed_off(busy: list[LocksBusy], job: asyncio.Future[Any], times: int) -> None:
+    """Until the erasure job found rows held and backed off `times` times (`recording`'s
+    `busy`), or `job` ended."""
+    async with asyncio.timeout(30):
+        while True:
+            if len(busy) >= times or job.done():
+                break
+            await asyncio.sleep(0.01)
+
+
+def recording(
+    errors: list[BaseException], busy: list[LocksBusy] | None = None
+) -> Callable[..., Awaitable[Any]]:
     """`in_transaction` (the erasure job's), noting each database error that comes out of
-    it (every ERROR the server logs for the job's statements reaches it as one)."""
+    it (every ERROR the server logs for the job's statements reaches it as one), and each
+    try that found rows held and backed off (`LocksBusy`) in `busy`."""
     original = db.in_transaction
 
     async def run(*args: Any, **kwargs: Any) -> Any:
@@ -210,6 +224,10 @@ def recording(errors: list[BaseException]) -> Callable[..., Awaitable[Any]]:
             return await original(*args, **kwargs)
         except asyncpg.PostgresError as exc:
             errors.append(exc)
+            raise
+        except LocksBusy as exc:
+            if busy is not None:
+                busy.append(exc)
             raise
 
     return run
@@ -223,7 +241,8 @@ async def test_the_erasure_job_backs_off_without_an_error(
     Now it skips rows others hold, finds one missing, and backs off (LocksBusy) until R is
     free, with no error. In a database of its own: no other erasure runs there."""
     errors: list[BaseException] = []
-    monkeypatch.setattr(erasure_job, "in_transaction", recording(errors))
+    busy: list[LocksBusy] = []
+    monkeypatch.setattr(erasure_job, "in_transaction", recording(errors, busy))
     async with fresh_database(admin_dsn, settings) as fresh:
         pool, space = fresh.pool, fresh.space
         channel = (await fresh.start(create_storage)).channel(space.key)
@@ -238,7 +257,7 @@ async def test_the_erasure_job_backs_off_without_an_error(
                 async with lock.transaction():
                     await lock.fetch(NO_KEY_UPDATE, space.id, r)
                     jobs.append(asyncio.ensure_future(erased(pool)))
-                    await asyncio.sleep(ERASER_TRIES_S)
+                    await backed_off(busy, jobs[0], times=2)
                     assert not jobs[0].done(), await waits(pool)
                 await without_cycle(pool, jobs)
             finally:
