@@ -27,13 +27,15 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from stello.channels import open_channel
+from stello.db.periodic import ROUNDS
 from stello.serving.workers import Supervisor, WorkerFailed, WorkerPlan
 from stello.tree.v1 import tree_pb2, tree_pb2_grpc
 from tests.cli.processes import gone
 from tests.support.fixtures import MakeSession, TestSpace
-from tests.support.metrics import calls_by_worker
+from tests.support.metrics import by_worker, calls_by_worker
 from tests.support.ports import free_port
 from tree_service.sweep.repository import SWEEP_LOCK_KEY
+from tree_service.sweep.sweeper import Sweeper
 
 pytestmark = [pytest.mark.sql, pytest.mark.subprocess]
 
@@ -71,6 +73,22 @@ class Supervised:
     def scrape(self) -> dict[str, float]:
         """GetNode calls by worker label, from the supervisor's merged /metrics."""
         return calls_by_worker(self.metrics_port, GET_NODE)
+
+    def sweeps(self) -> dict[str, float]:
+        """The provisional sweeper's rounds that ended without a failure, by worker label
+        (one that found the sweep's lock held is one of them)."""
+        return by_worker(self.metrics_port, f"{ROUNDS}_total", task=Sweeper.task_name, outcome="ok")
+
+    async def until_each_swept(self, since: dict[str, float], rounds: int) -> None:
+        """Until each worker's sweeper has ended `rounds` more rounds than `since` counted."""
+        async with asyncio.timeout(30):
+            while True:
+                now = await asyncio.to_thread(self.sweeps)
+                if len(now) == WORKERS and all(
+                    n >= since.get(w, 0) + rounds for w, n in now.items()
+                ):
+                    break
+                await asyncio.sleep(0.05)
 
 
 async def start_tree(env: dict[str, str], *args: str) -> Supervised:
@@ -179,7 +197,8 @@ class TestWorkers:
         async with pool.acquire() as holder, holder.transaction():
             await holder.execute("SELECT pg_advisory_xact_lock($1)", SWEEP_LOCK_KEY)
             await pool.execute(due, space.id, expired)
-            await asyncio.sleep(1.0)  # ten sweep intervals of each worker
+            since = await asyncio.to_thread(tree.sweeps)
+            await tree.until_each_swept(since, 2)  # the second began after the rows were due
             assert await pool.fetchval(left, space.id, expired) == 3
         for _ in range(200):  # 20 s
             if not await pool.fetchval(left, space.id, expired):
