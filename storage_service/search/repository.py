@@ -183,7 +183,9 @@ _GIN_CANDIDATES = """
 # up to the horizon, newest first, at most $12 of them, the word checked on each and the
 # sessions looked up for the rows that hold it, in order, until there are $10 (each ranked
 # by the vector its row was read with). A word in 1 record of 3 finds them in about 3,000
-# records, whatever its matches; they are all of them only when there are $10 (`found`).
+# records, whatever its matches. They are all of them when there are $10, or when the space
+# holds fewer than $12 records up to the horizon (_PROBE_COMPLETE: all read; counted in the
+# index only when there are fewer than $10, an OR's second arm), as a small space's are.
 _PROBE_CANDIDATES = """
         SELECT w.created_at, w.session_id, w.seq, w.row, s.label,
                ts_rank(w.search_vector, $3::tsquery) AS rank
@@ -213,6 +215,13 @@ _VIEW_CANDIDATES = """
         LIMIT $10
 """
 _VIEW_COMPLETE = "c.found = $10 OR NOT EXISTS (SELECT FROM w e WHERE e.k = $12)"
+_PROBE_COMPLETE = """c.found = $10 OR (
+        SELECT count(*) FROM (
+            SELECT FROM records r
+            WHERE r.space_id = $1 AND r.created_at <= {horizon}
+            ORDER BY r.{newest}
+            LIMIT $12
+        ) a) < $12"""
 
 # NEWEST in a session's view ($2), through `records_session_newest` (migration 0052): each
 # part of the view (`parts`, at most SEGMENT_CAP + 1) whose holder is visible, its rows after
@@ -322,7 +331,7 @@ def _ranked(*, in_view: bool, plan: str) -> tuple[str, str]:
     elif plan == "relevance probe":
         visible = _VISIBLE.format(session="w.session_id")
         candidates = _PROBE_CANDIDATES.format(visible=visible, **_FIELDS)
-        complete = "c.found = $10"
+        complete = _PROBE_COMPLETE.format(**_FIELDS)
     else:
         visible = _VISIBLE.format(session="n.session_id")
         candidates = _GIN_CANDIDATES.format(visible=visible, **_FIELDS)
