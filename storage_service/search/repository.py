@@ -432,12 +432,13 @@ SET LOCAL max_parallel_workers_per_gather = 0;
 SET LOCAL statement_timeout = {timeout_ms:d}
 """
 
-# Run after _SEARCH_SETTINGS in a NEWEST search of a session's view (its other statements,
-# the scope's root and the query's terms, sort nothing). A part is read in the page's order through
-# `records_session_newest`, never sorted: the planner, which estimates a part's seq range
-# at a row or two (a range between a row's values), took the primary key's range of the
-# part and sorted it (the whole part read, for a page of it). The page's own sort (of the
-# rows the probe kept) stays: no plan is without it.
+# Run after _SEARCH_SETTINGS in a search of a session's view, NEWEST or RELEVANCE (its other
+# statements, the scope's root and the query's terms, sort nothing). A part is read in the
+# page's order through `records_session_newest`, never sorted: the planner, which estimates a
+# part's seq range at a row or two (a range between a row's values), took the primary key's
+# range of the part and sorted it (the whole part read, for a page of it). The page's own
+# sort (of the rows the probe kept; RELEVANCE's of its candidates, then by rank) stays: no
+# plan is without it.
 VIEW_SETTINGS = "SET LOCAL enable_sort = off"
 
 # The root of a visible session of the space (the scope of a search); no row when the session
@@ -479,8 +480,8 @@ class SearchRepository:
 
     async def settings(self, timeout_s: float, *, view: bool = False) -> None:
         """Plan this transaction's statements for their parameters, without parallel
-        workers, each for at most `timeout_s` (_SEARCH_SETTINGS); with `view` (a NEWEST
-        search of a session's view), without sorting a part (VIEW_SETTINGS)."""
+        workers, each for at most `timeout_s` (_SEARCH_SETTINGS); with `view` (a search of a
+        session's view), without sorting a part (VIEW_SETTINGS)."""
         timeout_ms = max(1, int(timeout_s * 1000))
         settings = _SEARCH_SETTINGS.format(timeout_ms=timeout_ms)
         await self._con.execute(f"{settings};\n{VIEW_SETTINGS}" if view else settings)
