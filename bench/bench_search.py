@@ -9,11 +9,13 @@ search index's cost on AppendRecords, each against a baseline measured in the sa
    GIN after NEWEST's bounded first probe), a word in 1% of the records (served newest first
    through `records_newest`: a page reads about 100 records per hit, whatever the matches)
    and a CJK+English query in 1.4%; the target is <= 2x for each. The 1% word by RELEVANCE
-   too, reported, not a target: it ranks the RELEVANCE_CANDIDATES newest matches, but finds
-   them by reading every match from `records_search` (narrow rows, sorted), so its cost
-   still grows with the matches. The 1% word NEWEST within one session of 100 records
-   (`session_id`): read from the session's records (`records_session_newest`), not the
-   space's matches; <= 2x too.
+   too, reported, not a target: it ranks the RELEVANCE_CANDIDATES newest matches, found as
+   NEWEST finds a page (the space's newest records, the word checked on each: about 100
+   records read per candidate for a 1% word, ~100,000, whatever the space's size; it read
+   and sorted every match from `records_search` before, its cost growing with them: 5.4 ->
+   20 ms at 100,000 -> 1,000,000 records, now 70 -> 41 ms). The 1% word NEWEST within one
+   session of 100 records (`session_id`): read from the session's records
+   (`records_session_newest`), not the space's matches; <= 2x too.
 2. AppendRecords (one record of ~100 characters, and one of ~2,000 mixed English/Chinese
    characters) at concurrency 1, with every search index, then with `records_newest` and
    `records_session_newest` dropped, then with `search_vector` dropped too: their cost per

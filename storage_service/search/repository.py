@@ -7,8 +7,9 @@ number of them (DESIGN §9, STYLE 17: its cost follows the page for a common wor
 the GIN index leading with space_id serves what that did not. A NEWEST page of a session's
 view reads each part of the view newest first (`records_session_newest`, migration 0052),
 a bounded number of rows, then the view's records (never the space's matches) when that did
-not fill the page. RELEVANCE ranks a bounded number of the newest matches. Keyset paging on
-the order's columns.
+not fill the page. RELEVANCE ranks a bounded number of the newest matches, found the same
+way (the space's or the view's newest records, bounded; then the GIN, or the view's
+records). Keyset paging on the order's columns.
 """
 
 from __future__ import annotations
@@ -37,15 +38,20 @@ bounded reads: its matches, never the space."""
 RELEVANCE_CANDIDATES = 1000
 """Matches a RELEVANCE walk ranks: the newest visible ones of its scope written up to its
 first page (storage.proto, SearchRecords). Ranking is the dear part of a search (each
-candidate's vector read by its row and scored, its session looked up): bounded here. The
-matches are still read from the GIN and sorted by their keys (narrow rows) to find the
-newest."""
+candidate's vector scored, its session looked up): bounded here. They are found as a NEWEST
+page's rows are, each page of the walk (the same ones: the walk's horizon is fixed), with
+RELEVANCE_CANDIDATES as the rows wanted: the scope's records up to the horizon newest first,
+NEWEST_PROBE_FIRST per candidate, then NEWEST_PROBE_ROWS when the word looked common enough
+(a word in 1 of 3 records: about 3,000 records read, however many its matches), then the
+GIN's matches sorted by their keys (narrow rows) for a word rarer than that, or in a session's
+view all its records up to the horizon."""
 
 # Shared by the statements below: $1 space, $2 session (the scope, or NULL), $3 the tsquery
 # (its terms normalised by NORMALISED: SearchQuery.normalised), $4 root (or NULL), $5..$8 the
 # position after which the page starts (created_at, session, seq, rank; NULL = the first
 # page), $9 the page's size; $10 the probe's rows (NEWEST_PROBE_*) or the candidates
-# (RELEVANCE), $11 the walk's horizon (RELEVANCE; NULL on its first page: now).
+# (RELEVANCE), $11 the walk's horizon (RELEVANCE; NULL on its first page: now), $12 the
+# probe's rows (RELEVANCE).
 #
 # `m` is the page's candidates in the page's order, each by its key, order's columns and
 # row (narrow rows: no content), `s` its session. The session is looked up by its key, then
@@ -61,7 +67,7 @@ newest."""
 _SEARCH = """
 {ctes}
 SELECT m.session_id, m.seq, r.role, m.created_at, r.content, m.label,
-       m.rank, $3::tsquery::text AS terms, {horizon} AS horizon,
+       m.rank, $3::tsquery::text AS terms, {horizon} AS horizon{ranked},
        1 + (SELECT count(*)
             FROM record_segments g
             JOIN sessions v ON v.space_id = $1 AND v.id = g.session_id
@@ -127,38 +133,95 @@ _PROBE_MATCHES = """
     WHERE w.search_vector @@ $3::tsquery
 """
 
-# RELEVANCE: the $10 newest visible matches written up to the horizon (`c`: the GIN's
-# matches sorted by their keys, narrow rows, the sessions looked up in order until there
-# are enough), then each one's vector by its row, ranked; the page after the position in
-# (rank, key) order. The ranked set is the same for every page of a walk (its horizon is
-# the first page's time), so the walk sees each of them once.
+# RELEVANCE: its candidates (`c`, each with its rank: the $10 newest visible matches of the
+# scope written up to the horizon, found by one of the statements below), how many they are
+# (`found`) and whether they are surely all of them (`complete`: else the caller reads
+# further, as a NEWEST page short of its rows); then the page after the position in (rank,
+# key) order. The ranked set is the same for every page of a walk (its horizon is the first
+# page's time), so the walk sees each of them once.
 _RANKED_MATCHES = """
-    SELECT c.created_at, c.session_id, c.seq, c.row, c.label,
-           ts_rank(v.search_vector, $3::tsquery) AS rank
+    SELECT c.created_at, c.session_id, c.seq, c.row, c.label, c.rank, c.found,
+           {complete} AS complete
     FROM (
-        SELECT n.created_at, n.session_id, n.seq, n.row, s.label
-        FROM (
-            SELECT r.created_at, r.session_id, r.seq, r.ctid AS row
-            FROM records r
-            WHERE r.space_id = $1 AND r.search_vector @@ $3::tsquery
-              {scope}
-              AND r.created_at <= {horizon}
-            ORDER BY r.{newest}
-            OFFSET 0
-        ) n
-        {visible}
-        ORDER BY n.{n_newest}
-        LIMIT $10
+        SELECT c.created_at, c.session_id, c.seq, c.row, c.label, c.rank,
+               count(*) OVER () AS found
+        FROM ({candidates}) c
     ) c
-    CROSS JOIN LATERAL (
-        SELECT r.search_vector FROM records r WHERE r.ctid = c.row AND r.space_id = $1 LIMIT 1
-    ) v
     WHERE $5::timestamptz IS NULL
-       OR (ts_rank(v.search_vector, $3::tsquery), c.created_at, c.session_id, c.seq)
-          < ($8::real, $5, $6::uuid, $7::bigint)
-    ORDER BY rank DESC, c.{c_newest}
+       OR (c.rank, c.created_at, c.session_id, c.seq) < ($8::real, $5, $6::uuid, $7::bigint)
+    ORDER BY c.rank DESC, c.{c_newest}
     OFFSET 0
 """
+
+# RELEVANCE's candidates through the GIN (a word the probes found rare): its matches up to
+# the horizon sorted by their keys (narrow rows), the sessions looked up in order until
+# there are enough, then each one's vector by its row, ranked. Its matches, never the space.
+_GIN_CANDIDATES = """
+        SELECT c.created_at, c.session_id, c.seq, c.row, c.label,
+               ts_rank(v.search_vector, $3::tsquery) AS rank
+        FROM (
+            SELECT n.created_at, n.session_id, n.seq, n.row, s.label
+            FROM (
+                SELECT r.created_at, r.session_id, r.seq, r.ctid AS row
+                FROM records r
+                WHERE r.space_id = $1 AND r.search_vector @@ $3::tsquery
+                  {scope}
+                  AND r.created_at <= {horizon}
+                ORDER BY r.{newest}
+                OFFSET 0
+            ) n
+            {visible}
+            ORDER BY n.{n_newest}
+            LIMIT $10
+        ) c
+        CROSS JOIN LATERAL (
+            SELECT r.search_vector FROM records r WHERE r.ctid = c.row AND r.space_id = $1 LIMIT 1
+        ) v
+"""
+
+# RELEVANCE's candidates through `records_newest`, as a NEWEST probe: the space's records
+# up to the horizon, newest first, at most $12 of them, the word checked on each and the
+# sessions looked up for the rows that hold it, in order, until there are $10 (each ranked
+# by the vector its row was read with). A word in 1 record of 3 finds them in about 3,000
+# records, whatever its matches. They are all of them when there are $10, or when the space
+# holds fewer than $12 records up to the horizon (_PROBE_COMPLETE: all read; counted in the
+# index only when there are fewer than $10, an OR's second arm), as a small space's are.
+_PROBE_CANDIDATES = """
+        SELECT w.created_at, w.session_id, w.seq, w.row, s.label,
+               ts_rank(w.search_vector, $3::tsquery) AS rank
+        FROM (
+            SELECT r.created_at, r.session_id, r.seq, r.ctid AS row, r.search_vector
+            FROM records r
+            WHERE r.space_id = $1 {scope}
+              AND r.created_at <= {horizon}
+            ORDER BY r.{newest}
+            LIMIT $12
+        ) w
+        {visible}
+        WHERE w.search_vector @@ $3::tsquery
+        ORDER BY w.{w_newest}
+        LIMIT $10
+"""
+
+# RELEVANCE's candidates in a session's view ($2): the view's rows up to the horizon read
+# part by part as a NEWEST page of the view reads them (`w`, _VIEW_ROWS, $12 rows per part
+# at most, NULL: all), its sure hits (_SURE), the newest $10; all of them when there are $10
+# or no part stopped at $12 (every row of the view up to the horizon read).
+_VIEW_CANDIDATES = """
+        SELECT w.created_at, w.session_id, w.seq, w.row, w.label, w.rank
+        FROM w
+        WHERE w.hit {sure}
+        ORDER BY w.{w_newest}
+        LIMIT $10
+"""
+_VIEW_COMPLETE = "c.found = $10 OR NOT EXISTS (SELECT FROM w e WHERE e.k = $12)"
+_PROBE_COMPLETE = """c.found = $10 OR (
+        SELECT count(*) FROM (
+            SELECT FROM records r
+            WHERE r.space_id = $1 AND r.created_at <= {horizon}
+            ORDER BY r.{newest}
+            LIMIT $12
+        ) a) < $12"""
 
 # NEWEST in a session's view ($2), through `records_session_newest` (migration 0052): each
 # part of the view (`parts`, at most SEGMENT_CAP + 1) whose holder is visible, its rows after
@@ -168,7 +231,7 @@ _RANKED_MATCHES = """
 # the holder sorts below it, before every seq when above), one range of the index; a NULL
 # position is past every row. A part that gave $10 rows (its last one `k` = $10) may hold
 # older ones unread: a hit is sure when it is not older than any of those parts' last rows
-# (the NOT EXISTS over `e`), and the page is the sure hits, so a page short of $9 is the
+# (_SURE), and the page is the sure hits, so a page short of $9 is the
 # view's whole rest only when no part stopped at $10 (else the caller reads further). The
 # holder's rows outside the part's seqs (a parent's records after the fork) are skipped
 # inside the index (their seq is in it), never fetched. The holders' visibility is looked
@@ -176,77 +239,118 @@ _RANKED_MATCHES = """
 _VIEW_PROBE_MATCHES = """
     SELECT w.created_at, w.session_id, w.seq, w.row, coalesce($8::real, 0) * 0 AS rank, w.label
     FROM w
-    WHERE w.hit
-      AND NOT EXISTS (
-        SELECT FROM w e
-        WHERE e.k = $10
-          AND (w.created_at, w.session_id, w.seq) < (e.created_at, e.session_id, e.seq))
+    WHERE w.hit {sure}
 """
+# A sure hit of `w`: not older than the newest of the last rows of the parts that stopped at
+# their rows (`k` = {rows}), found once (an uncorrelated subquery), not looked for again for
+# each hit among `w`'s rows (a RELEVANCE probe reads thousands per part); any row is sure
+# when no part stopped (no such row: NULL).
+_SURE = """AND ((w.created_at, w.session_id, w.seq) >= (
+        SELECT e.created_at, e.session_id, e.seq FROM w e
+        WHERE e.k = {rows}
+        ORDER BY e.created_at DESC, e.session_id DESC, e.seq DESC
+        LIMIT 1)) IS NOT FALSE"""
 _VIEW_ROWS = """,
 w AS (
-    SELECT x.created_at, x.session_id, x.seq, x.row, x.hit, x.k, s.label
+    SELECT x.created_at, x.session_id, x.seq, x.row, x.hit, x.rank, x.k, s.label
     FROM parts p
     {visible}
     CROSS JOIN LATERAL (
         SELECT y.created_at, y.session_id, y.seq, y.row,
-               y.search_vector @@ $3::tsquery AS hit,
+               y.search_vector @@ $3::tsquery AS hit, {rank} AS rank,
                row_number() OVER (ORDER BY y.created_at DESC, y.seq DESC) AS k
         FROM (
             SELECT r.created_at, r.session_id, r.seq, r.ctid AS row, r.search_vector
             FROM records r
             WHERE r.space_id = $1 AND r.session_id = p.holder_id
               AND r.seq BETWEEN p.from_seq AND p.to_seq
-              AND (r.created_at, r.seq)
-                  < (coalesce($5::timestamptz, 'infinity'),
-                     CASE WHEN $5::timestamptz IS NULL OR p.holder_id < $6::uuid
-                            THEN 9223372036854775807::bigint
-                          WHEN p.holder_id = $6::uuid THEN $7::bigint
-                          ELSE 0::bigint END)
+              AND {bound}
             ORDER BY r.created_at DESC, r.seq DESC
-            LIMIT $10
+            LIMIT {rows}
         ) y
     ) x
 )"""
 
-_IN_VIEW = """AND $2::uuid IS NOT NULL AND EXISTS (
-      SELECT FROM parts p WHERE p.holder_id = r.session_id
-        AND r.seq BETWEEN p.from_seq AND p.to_seq)"""
+# The rows of a part a NEWEST page reads: those after the position.
+_VIEW_AFTER = """(r.created_at, r.seq)
+                  < (coalesce($5::timestamptz, 'infinity'),
+                     CASE WHEN $5::timestamptz IS NULL OR p.holder_id < $6::uuid
+                            THEN 9223372036854775807::bigint
+                          WHEN p.holder_id = $6::uuid THEN $7::bigint
+                          ELSE 0::bigint END)"""
+_RANK_OF_HIT = (
+    "CASE WHEN y.search_vector @@ $3::tsquery THEN ts_rank(y.search_vector, $3::tsquery) END"
+)
+
 _NO_VIEW = "AND $2::uuid IS NULL"
 _HORIZON = "coalesce($11::timestamptz, now())"
+_WITH_PARTS = f"WITH {PARTS.strip()}"
+_FIELDS = {
+    "scope": _NO_VIEW,
+    "after": _AFTER.format(m="r."),
+    "newest": _NEWEST.format(m="r."),
+    "n_newest": _NEWEST.format(m="n."),
+    "w_newest": _NEWEST.format(m="w."),
+    "c_newest": _NEWEST.format(m="c."),
+    "horizon": _HORIZON,
+}
+
+
+def _view_rows(*, relevance: bool) -> str:
+    """The CTEs of a session's view: its parts, and `w`, the rows a page reads of each
+    (NEWEST: after the position, $10 per part; RELEVANCE: up to the horizon, $12 per part,
+    each hit ranked)."""
+    rows = _VIEW_ROWS.format(
+        visible=_VISIBLE.format(session="p.holder_id"),
+        bound=f"r.created_at <= {_HORIZON}" if relevance else _VIEW_AFTER,
+        rows="$12" if relevance else "$10",
+        rank=_RANK_OF_HIT if relevance else "NULL::real",
+    )
+    return _WITH_PARTS + rows
+
+
+def _newest(*, in_view: bool, plan: str) -> tuple[str, str]:
+    """The CTEs and matches of a NEWEST plan ("probe", "gin": the space or a tree; "view")."""
+    if in_view:
+        return _view_rows(relevance=False), _VIEW_PROBE_MATCHES.format(
+            sure=_SURE.format(rows="$10")
+        )
+    source = _PROBE_MATCHES if plan == "probe" else _GIN_MATCHES
+    visible = _VISIBLE.format(session="w.session_id" if plan == "probe" else "n.session_id")
+    return "", source.format(visible=visible, **_FIELDS)
+
+
+def _ranked(*, in_view: bool, plan: str) -> tuple[str, str]:
+    """The CTEs and matches of a RELEVANCE plan ("relevance probe", "relevance": the GIN's;
+    "relevance" in a session's view)."""
+    ctes = ""
+    if in_view:
+        ctes = _view_rows(relevance=True)
+        candidates = _VIEW_CANDIDATES.format(sure=_SURE.format(rows="$12"), **_FIELDS)
+        complete = _VIEW_COMPLETE
+    elif plan == "relevance probe":
+        visible = _VISIBLE.format(session="w.session_id")
+        candidates = _PROBE_CANDIDATES.format(visible=visible, **_FIELDS)
+        complete = _PROBE_COMPLETE.format(**_FIELDS)
+    else:
+        visible = _VISIBLE.format(session="n.session_id")
+        candidates = _GIN_CANDIDATES.format(visible=visible, **_FIELDS)
+        complete = "true"
+    return ctes, _RANKED_MATCHES.format(candidates=candidates, complete=complete, **_FIELDS)
 
 
 def _search(*, in_view: bool, plan: str) -> str:
-    """The statement of one scope (a session's view or not) and plan ("gin", "probe": NEWEST;
-    "relevance")."""
-    fields = {
-        "scope": _IN_VIEW if in_view else _NO_VIEW,
-        "after": _AFTER.format(m="r."),
-        "newest": _NEWEST.format(m="r."),
-        "n_newest": _NEWEST.format(m="n."),
-        "c_newest": _NEWEST.format(m="c."),
-        "horizon": _HORIZON,
-    }
-    ctes = f"WITH {PARTS.strip()}" if in_view else ""
-    if plan == "relevance":
-        matches = _RANKED_MATCHES.format(visible=_VISIBLE.format(session="n.session_id"), **fields)
-        page_order = "m.rank DESC, m." + _NEWEST.format(m="m.")
-        horizon = _HORIZON
-    elif plan == "view":
-        ctes += _VIEW_ROWS.format(visible=_VISIBLE.format(session="p.holder_id"))
-        matches = _VIEW_PROBE_MATCHES
-        page_order = "m." + _NEWEST.format(m="m.")
-        horizon = "NULL::timestamptz"
-    else:
-        source = _PROBE_MATCHES if plan == "probe" else _GIN_MATCHES
-        visible = _VISIBLE.format(session="w.session_id" if plan == "probe" else "n.session_id")
-        matches = source.format(visible=visible, **fields)
-        page_order = "m." + _NEWEST.format(m="m.")
-        horizon = "NULL::timestamptz"
+    """The statement of one scope (a session's view or not) and plan ("probe", "gin" or
+    "view": NEWEST; "relevance probe" or "relevance": RELEVANCE)."""
+    relevance = plan.startswith("relevance")
+    ctes, matches = (_ranked if relevance else _newest)(in_view=in_view, plan=plan)
+    newest = "m." + _NEWEST.format(m="m.")
     return _SEARCH.format(
         ctes=ctes,
         matches=matches,
-        page_order=page_order,
-        horizon=horizon,
+        page_order=f"m.rank DESC, {newest}" if relevance else newest,
+        horizon=_HORIZON if relevance else "NULL::timestamptz",
+        ranked=", m.found, m.complete" if relevance else "",
     )
 
 
@@ -256,16 +360,20 @@ SEARCH_RECORDS = {
         (False, "probe"),
         (False, "gin"),
         (True, "view"),
+        (False, "relevance probe"),
         (False, "relevance"),
         (True, "relevance"),
     )
 }
 """The statements of SearchRecords by (a session's view, plan): "probe" and "gin" NEWEST
 of the space or a tree (parameters $1..$9, and the probe's rows $10), "view" NEWEST of a
-session's view ($1..$10: the rows read per part, NULL for all), "relevance" ($1..$11). A
-session's view is not searched through the GIN, whose matches are the whole space's (a
-search in a small session of a big space would read every match of the space), nor by a
-probe of the space's newest (mostly other sessions' records)."""
+session's view ($1..$10: the rows read per part, NULL for all); "relevance probe" and
+"relevance" (the GIN's) RELEVANCE of the space or a tree ($1..$11, and the probe's rows
+$12), "relevance" of a session's view ($1..$12: the rows read per part, NULL for all), each
+row with its page's `found` candidates and whether they are `complete`. A session's view is
+not searched through the GIN, whose matches are the whole space's (a search in a small
+session of a big space would read every match of the space), nor by a probe of the space's
+newest (mostly other sessions' records)."""
 
 # $1 space, $2 the to_tsquery text ('simple'), $3 status (or NULL), $4/$5 the
 # position (created_at, id; NULL = the first page), $6 the page's size. The
@@ -324,12 +432,13 @@ SET LOCAL max_parallel_workers_per_gather = 0;
 SET LOCAL statement_timeout = {timeout_ms:d}
 """
 
-# Run after _SEARCH_SETTINGS in a NEWEST search of a session's view (its other statements,
-# the scope's root and the query's terms, sort nothing). A part is read in the page's order through
-# `records_session_newest`, never sorted: the planner, which estimates a part's seq range
-# at a row or two (a range between a row's values), took the primary key's range of the
-# part and sorted it (the whole part read, for a page of it). The page's own sort (of the
-# rows the probe kept) stays: no plan is without it.
+# Run after _SEARCH_SETTINGS in a search of a session's view, NEWEST or RELEVANCE (its other
+# statements, the scope's root and the query's terms, sort nothing). A part is read in the
+# page's order through `records_session_newest`, never sorted: the planner, which estimates a
+# part's seq range at a row or two (a range between a row's values), took the primary key's
+# range of the part and sorted it (the whole part read, for a page of it). The page's own
+# sort (of the rows the probe kept; RELEVANCE's of its candidates, then by rank) stays: no
+# plan is without it.
 VIEW_SETTINGS = "SET LOCAL enable_sort = off"
 
 # The root of a visible session of the space (the scope of a search); no row when the session
@@ -371,8 +480,8 @@ class SearchRepository:
 
     async def settings(self, timeout_s: float, *, view: bool = False) -> None:
         """Plan this transaction's statements for their parameters, without parallel
-        workers, each for at most `timeout_s` (_SEARCH_SETTINGS); with `view` (a NEWEST
-        search of a session's view), without sorting a part (VIEW_SETTINGS)."""
+        workers, each for at most `timeout_s` (_SEARCH_SETTINGS); with `view` (a search of a
+        session's view), without sorting a part (VIEW_SETTINGS)."""
         timeout_ms = max(1, int(timeout_s * 1000))
         settings = _SEARCH_SETTINGS.format(timeout_ms=timeout_ms)
         await self._con.execute(f"{settings};\n{VIEW_SETTINGS}" if view else settings)
@@ -412,12 +521,10 @@ class SearchRepository:
             after.rank if after else None,
             limit,
         )
-        in_view = session_id is not None
         if relevance:
-            statement = SEARCH_RECORDS[(in_view, "relevance")]
             horizon = after.horizon if after else None
-            return list(await self._con.fetch(statement, *position, RELEVANCE_CANDIDATES, horizon))
-        if in_view:
+            return await self._relevance((*position, RELEVANCE_CANDIDATES, horizon))
+        if session_id is not None:
             view = SEARCH_RECORDS[(True, "view")]
             page = await self._probed(view, position, limit)
             return page if page is not None else list(await self._con.fetch(view, *position, None))
@@ -426,18 +533,33 @@ class SearchRepository:
             return page
         return list(await self._con.fetch(SEARCH_RECORDS[(False, "gin")], *position))
 
+    async def _relevance(self, ranked: tuple[object, ...]) -> list[asyncpg.Record]:
+        """A RELEVANCE page (`ranked`: the parameters $1..$11) whose candidates the probes
+        found (the scope's newest records, or a session's view part by part), else the
+        GIN's (the space or a tree) or the whole view's read."""
+        in_view = ranked[1] is not None
+        probe = SEARCH_RECORDS[(in_view, "relevance" if in_view else "relevance probe")]
+        page = await self._probed(probe, ranked, RELEVANCE_CANDIDATES, ranked=True)
+        if page is not None:
+            return page
+        if in_view:
+            return list(await self._con.fetch(probe, *ranked, None))
+        return list(await self._con.fetch(SEARCH_RECORDS[(False, "relevance")], *ranked))
+
     async def _probed(
-        self, probe: str, position: tuple[object, ...], limit: int
+        self, probe: str, position: tuple[object, ...], wanted: int, *, ranked: bool = False
     ) -> list[asyncpg.Record] | None:
-        """A NEWEST page read by `probe` within NEWEST_PROBE_FIRST rows per row wanted, then
-        (when the word looked common enough) NEWEST_PROBE_ROWS; None when neither filled it
-        (the caller's unbounded plan serves the page)."""
-        rows = await self._con.fetch(probe, *position, NEWEST_PROBE_FIRST * limit)
-        if len(rows) == limit:
+        """A page read by `probe` within NEWEST_PROBE_FIRST rows per row `wanted` (a NEWEST
+        page's rows, or RELEVANCE's candidates: `ranked`), then (when the word looked
+        common enough) NEWEST_PROBE_ROWS; None when neither filled it (the caller's
+        unbounded plan serves the page)."""
+        rows = await self._con.fetch(probe, *position, NEWEST_PROBE_FIRST * wanted)
+        filled, found = _filled(rows, wanted, ranked=ranked)
+        if filled:
             return list(rows)
-        if len(rows) * NEWEST_PROBE_ROWS >= NEWEST_PROBE_FIRST * limit:
-            rows = await self._con.fetch(probe, *position, NEWEST_PROBE_ROWS * limit)
-            if len(rows) == limit:
+        if found * NEWEST_PROBE_ROWS >= NEWEST_PROBE_FIRST * wanted:
+            rows = await self._con.fetch(probe, *position, NEWEST_PROBE_ROWS * wanted)
+            if _filled(rows, wanted, ranked=ranked)[0]:
                 return list(rows)
         return None
 
@@ -462,3 +584,14 @@ class SearchRepository:
                 limit,
             )
         )
+
+
+def _filled(rows: list[asyncpg.Record], wanted: int, *, ranked: bool) -> tuple[bool, int]:
+    """Whether a probe's page is the answer, and the matches it found: a NEWEST page's rows
+    (the answer when there are `wanted`); a RELEVANCE page's candidates (`found`, the answer
+    when `complete`; an empty page tells neither: the caller reads further)."""
+    if not ranked:
+        return len(rows) == wanted, len(rows)
+    if not rows:
+        return False, 0
+    return bool(rows[0]["complete"]), int(rows[0]["found"])

@@ -148,7 +148,7 @@ class SearchService:
         self, work: Callable[[UnitOfWork], Awaitable[T]], *, view: bool = False
     ) -> T:
         """Run a search's `work` in one transaction, its statements bounded (`view`: a
-        NEWEST search of a session's view, SearchRepository.settings).
+        search of a session's view, SearchRepository.settings).
 
         Raises:
             FailedPrecondition: reason SEARCH_TOO_BROAD, a statement ran past the bound.
@@ -218,8 +218,7 @@ class SearchService:
                 )
             )
 
-        view = search.session_id is not None and not search.relevance
-        rows = await self._bounded(work, view=view)
+        rows = await self._bounded(work, view=search.session_id is not None)
         page = rows[: search.page_size]
         hits = tuple(_hit(row) for row in page)
         token = ""

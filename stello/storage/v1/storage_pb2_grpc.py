@@ -475,7 +475,13 @@ class SessionStorageServicer:
         to the walk's first page, best first: an older record is not found by
         RELEVANCE however well it would rank (NEWEST finds it), and records
         written after the first page are not in the walk (its token keeps that
-        time); a walk of RELEVANCE pages sees each of them once.
+        time); a walk of RELEVANCE pages sees each of them once. Each RELEVANCE
+        page finds those 1,000 as a NEWEST page finds its hits, 1,000 the hits
+        it wants: the scope's records up to the walk's first page newest first
+        (with `session_id`, the view's, part by part), about 1,000 over the
+        share of records that match, and for a query found in fewer than about
+        1 record of 200 of them the GIN index's matches (with `session_id`, the
+        view's records); never every match of a common query.
 
         Query syntax (what a search box takes; any text is a valid query or
         INVALID_ARGUMENT naming `query`, never a database error):

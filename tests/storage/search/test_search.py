@@ -902,7 +902,16 @@ SET LOCAL min_parallel_index_scan_size = 0
 
 @pytest.mark.plain_postgres("reads the plan of EXPLAIN, which Citus wraps in its own Custom Scan")
 @pytest.mark.parametrize(
-    "statement", ["newest", "newest probe", "relevance", "in a session", "sessions"]
+    "statement",
+    [
+        "newest",
+        "newest probe",
+        "relevance",
+        "relevance probe",
+        "in a session",
+        "relevance in a session",
+        "sessions",
+    ],
 )
 async def test_a_search_starts_no_parallel_worker(
     stub: Stub,
@@ -923,24 +932,25 @@ async def test_a_search_starts_no_parallel_worker(
     await seed_zanzibar(pool, space, sid, 2000, 700)
     assert [h.seq for h in await search(stub, space, "zanzibar")] == [1400, 700]
     args: tuple[object, ...]
+    in_view = statement.endswith("in a session")
     if statement == "sessions":
         sql, args = SEARCH_SESSIONS, (space.id, "'zanzibar':*", None, None, None, 21)
     else:
-        scope = sid if statement == "in a session" else None
-        relevance = statement == "relevance"
-        args = args_of(space.id, scope, relevance=relevance)
-        if statement == "in a session":
+        relevance = statement.startswith("relevance")
+        args = args_of(space.id, sid if in_view else None, relevance=relevance)
+        if in_view:
             # The read of the whole view (no probe's bound), as a rare word's page makes it.
-            sql, args = SEARCH_RECORDS[(True, "view")], (*args, None)
+            sql, args = SEARCH_RECORDS[(True, "relevance" if relevance else "view")], (*args, None)
         else:
             sql = SEARCH_RECORDS[(False, plan_of(relevance))]
-        if statement == "newest probe":
-            sql, args = SEARCH_RECORDS[(False, "probe")], (*args, NEWEST_PROBE_ROWS * 21)
+        if statement.endswith("probe"):
+            probe, rows = ("relevance probe", RELEVANCE_CANDIDATES) if relevance else ("probe", 21)
+            sql, args = SEARCH_RECORDS[(False, probe)], (*args, NEWEST_PROBE_ROWS * rows)
     direct = await asyncpg.connect(direct_database_url)
     try:
         async with direct.transaction():
             await direct.execute(PARALLEL_AS_IN_A_BIG_SPACE)
-            await SearchRepository(direct).settings(30.0, view=statement == "in a session")
+            await SearchRepository(direct).settings(30.0, view=in_view)
             raw = await direct.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
     finally:
         await direct.close()
