@@ -110,16 +110,19 @@ HIDE_PROBES_MAX = 10_000
 
 # What other sessions show of the hidden set goes with the hide: their refs to
 # it, and its id as their source (both one index probe per hidden session). The
-# set's own refs and sources are left to the erasure job (their sessions were just
-# hidden: `provisional_until` is ERASING on each, one probe by key per ref found).
-#
-# `_HIDDEN_SET` is $2 as the planner cannot see into (an initplan's output): with
-# the array a constant of the custom plan, it estimated each of its elements, and
-# planning a hide of 200,000 took 0.2-0.4 s per statement (bench/bench_delete.py).
-_HIDDEN_SET = "(SELECT $2::uuid[])::uuid[]"
+# set's own refs and sources, and those of sessions another delete is erasing,
+# are left to the erasure job: their sessions are hidden (`provisional_until` is
+# ERASING, set just before), one probe by key per ref found. As `from_id <> ALL
+# ($2)` the custom plan estimated each of the array's elements (0.2-0.25 s to plan
+# a hide of 200,000, bench/bench_delete.py), and so it does `to_id = ANY ($2)` on
+# `session_refs` (its ids repeat: most common values), so HIDE_REFS takes the set
+# as an initplan's output, which the planner cannot see into (planned in 1 ms).
+# UNSOURCE keeps a plain parameter: on Citus such a subquery in an UPDATE of
+# `sessions` made its generic plan (a connection's sixth run) a multi-shard query,
+# and its estimate of `sessions_source` is cheap (0.06 s at 200,000).
 HIDE_REFS = f"""
 DELETE FROM session_refs r
-WHERE r.space_id = $1 AND r.to_id = ANY ({_HIDDEN_SET})
+WHERE r.space_id = $1 AND r.to_id = ANY ((SELECT $2::uuid[])::uuid[])
   AND (SELECT f.provisional_until FROM sessions f WHERE f.space_id = $1 AND f.id = r.from_id)
       IS DISTINCT FROM {ERASING}
 """
@@ -143,12 +146,12 @@ WITH RECURSIVE subtree (id) AS (
 # again for each batch (a fork made meanwhile of a hidden session cannot be,
 # but the key needs none left). `IS NOT NULL`: `sessions_source` holds only
 # the sessions that have a source (migration 0025), and a parameter array
-# does not tell the planner so. The set's own (hidden just before: ERASING)
-# and those of other sessions being erased are left to the erasure job.
+# does not tell the planner so. Hidden sessions (the set's own, ERASING) are
+# left to the erasure job (HIDE_REFS says why not by `id <> ALL ($2)`).
 UNSOURCE = f"""
 UPDATE sessions SET source_session_id = NULL
 WHERE space_id = $1 AND source_session_id IS NOT NULL
-  AND source_session_id = ANY ({_HIDDEN_SET})
+  AND source_session_id = ANY ($2::uuid[])
   AND provisional_until IS DISTINCT FROM {ERASING}
 """
 
