@@ -32,8 +32,8 @@ def _home() -> Iterator[Path]:
 @pytest.fixture(name="cluster_template", scope="session")
 def _cluster_template() -> Iterator[Path]:
     """An embedded cluster made once (initdb, started and stopped by the library `stello up`
-    uses, no database of ours in it), for `copy_cluster`: initdb was 5 of the 8 s of a first
-    `stello up` (under load, twice that), in each test that starts one. Made in a process of
+    uses, no database of ours in it), for `copy_cluster`: initdb was 1 s (idle) to 5 s (loaded)
+    of a first `stello up`, in each test that starts one. Made in a process of
     its own: as root the library runs initdb under another user (see `home` on the path)."""
     folder = Path(tempfile.mkdtemp(prefix="stello-cli-template-"))
     yield make_cluster_template(folder / "pgdata")
