@@ -12,6 +12,7 @@ import pytest
 
 from stello.auth import KeyStore
 from stello.settings import StelloSettings
+from tests.cli.processes import make_cluster_template
 from tests.cli.suite import Servers, Suite, readme_profiles, readme_skills, start_suite
 
 
@@ -25,6 +26,17 @@ def _home() -> Iterator[Path]:
     """
     folder = Path(tempfile.mkdtemp(prefix="stello-cli-"))
     yield folder / "home"
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(name="cluster_template", scope="session")
+def _cluster_template() -> Iterator[Path]:
+    """An embedded cluster made once (initdb, started and stopped by the library `stello up`
+    uses, no database of ours in it), for `copy_cluster`: initdb was 1 s (idle) to 5 s (loaded)
+    of a first `stello up`, in each test that starts one. Made in a process of
+    its own: as root the library runs initdb under another user (see `home` on the path)."""
+    folder = Path(tempfile.mkdtemp(prefix="stello-cli-template-"))
+    yield make_cluster_template(folder / "pgdata")
     shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -47,6 +47,36 @@ def private_env(home: Path) -> dict[str, str]:
     return env
 
 
+# Makes the embedded cluster in argv[1] (initdb, start) and stops it: the library's own
+# steps on a first `stello up`, before any database of ours.
+_MAKE_CLUSTER = """
+import sys
+from pathlib import Path
+from stello.db.embedded import embedded_cluster
+with embedded_cluster(Path(sys.argv[1])):
+    pass
+"""
+# What each start of the cluster writes anew: its options, its log, the processes using it.
+_PER_START = ("postmaster.opts", "log", ".handle_pids.json")
+
+
+def make_cluster_template(data_dir: Path) -> Path:
+    """An initialized, stopped embedded cluster in `data_dir` (see `copy_cluster`)."""
+    subprocess.run([sys.executable, "-c", _MAKE_CLUSTER, str(data_dir)], check=True, timeout=120)
+    for name in _PER_START:
+        (data_dir / name).unlink(missing_ok=True)
+    return data_dir
+
+
+def copy_cluster(template: Path, data_dir: str | Path) -> None:
+    """Put a copy of the `cluster_template` fixture's cluster at `data_dir`, owners and modes
+    kept (as root the cluster's files are another user's): a `stello up` there starts it
+    without initdb, as a second start would. Only for the tests of what `stello up` does once
+    its cluster exists; the first start's initdb stays covered by the others."""
+    Path(data_dir).parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-a", str(template), str(data_dir)], check=True, timeout=60)
+
+
 def client_env(env: dict[str, str]) -> dict[str, str]:
     """`env` without asyncio debug mode, for client runs whose output a test compares exactly.
 

@@ -39,7 +39,7 @@ from stello.auth import KeyStore
 from stello.serving.server import create_server, shutdown
 from stello.settings import StelloSettings
 from stello_console import Caller, ConsoleOptions, RunningConsole, running_console
-from tests.cli.conftest import _home  # noqa: F401 (a fixture used by name)
+from tests.cli.conftest import _cluster_template, _home  # noqa: F401 (fixtures used by name)
 from tests.gateway.conftest import (  # noqa: F401 (fixtures used by name)
     Backends,
     FakeSummarizer,

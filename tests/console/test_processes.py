@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from stello_console.__main__ import build_parser
-from tests.cli.processes import FREE_PORTS, StelloUp, postgres_processes, private_env, run_cli
+from tests.cli.processes import (
+    FREE_PORTS,
+    StelloUp,
+    copy_cluster,
+    postgres_processes,
+    private_env,
+    run_cli,
+)
 from tests.console.conftest import ConsoleStack
 from tests.console.http import fetch, signed_headers
 from tests.support.ports import free_port
@@ -47,10 +54,13 @@ class TestStelloUp:
         finally:
             await asyncio.to_thread(up.kill)
 
-    async def test_a_restart_keeps_the_console_signed_in(self, home: Path) -> None:
+    async def test_a_restart_keeps_the_console_signed_in(
+        self, home: Path, cluster_template: Path
+    ) -> None:
         """A restart prints the same URL and the tab's cookie still opens the space; the secret
         is kept beside the credentials, readable by the user only."""
         env = private_env(home)
+        copy_cluster(cluster_template, env["STELLO_DATA_DIR"])
         port = free_port()
         first = await asyncio.to_thread(StelloUp.start, env, "--console-port", str(port))
         try:
@@ -68,10 +78,13 @@ class TestStelloUp:
         secret = Path(env["STELLO_CONFIG_DIR"]) / "console-secret.json"
         assert stat.S_IMODE(secret.stat().st_mode) == 0o600
 
-    async def test_a_new_console_token_signs_old_tabs_out(self, home: Path) -> None:
+    async def test_a_new_console_token_signs_old_tabs_out(
+        self, home: Path, cluster_template: Path
+    ) -> None:
         """--new-console-token prints a new URL; the old cookie and URL are refused, the API
         saying so in JSON (CONSOLE_SIGNED_OUT) so the open page can tell what to do."""
         env = private_env(home)
+        copy_cluster(cluster_template, env["STELLO_DATA_DIR"])
         port = free_port()
         first = await asyncio.to_thread(StelloUp.start, env, "--console-port", str(port))
         try:
@@ -94,17 +107,22 @@ class TestStelloUp:
         finally:
             await asyncio.to_thread(renewed.kill)
 
-    async def test_no_console_says_it_is_off(self, home: Path) -> None:
+    async def test_no_console_says_it_is_off(self, home: Path, cluster_template: Path) -> None:
         """--no-console serves nothing and says so on the console line."""
-        up = await asyncio.to_thread(StelloUp.start, private_env(home), "--no-console")
+        env = private_env(home)
+        copy_cluster(cluster_template, env["STELLO_DATA_DIR"])
+        up = await asyncio.to_thread(StelloUp.start, env, "--no-console")
         try:
             assert up.lines["console"] == "off (--no-console)"
         finally:
             await asyncio.to_thread(up.kill)
 
-    def test_a_taken_console_port_is_one_line_and_leaves_nothing(self, home: Path) -> None:
+    def test_a_taken_console_port_is_one_line_and_leaves_nothing(
+        self, home: Path, cluster_template: Path
+    ) -> None:
         """The console's port in use: one line naming --console-port, exit 1, nothing left."""
         env = private_env(home)
+        copy_cluster(cluster_template, env["STELLO_DATA_DIR"])
         with socket.socket() as taken:
             taken.bind(("127.0.0.1", 0))
             taken.listen()

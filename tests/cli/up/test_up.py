@@ -20,6 +20,7 @@ from tests.cli.processes import (
     StelloUp,
     cli_json,
     client_env,
+    copy_cluster,
     gone,
     postgres_processes,
     private_env,
@@ -131,12 +132,13 @@ def test_up_client_session_and_restart(home: Path) -> None:
         up.kill()
 
 
-def test_admin_commands_use_the_database_of_up(home: Path) -> None:
+def test_admin_commands_use_the_database_of_up(home: Path, cluster_template: Path) -> None:
     """`stello keys create` in a shell without `stello up`'s STELLO_DATA_DIR makes the key in
     up's database (the one it saved), not in a new embedded cluster the gateway never sees;
     a URL up was given with a password is asked for again, never saved."""
     env = private_env(home)
     env["STELLO_DATA_DIR"] = str(home / "elsewhere" / "pgdata")
+    copy_cluster(cluster_template, env["STELLO_DATA_DIR"])
     up = StelloUp.start(env)
     try:
         shell = {name: value for name, value in env.items() if name != "STELLO_DATA_DIR"}
@@ -164,10 +166,11 @@ def test_admin_commands_use_the_database_of_up(home: Path) -> None:
     )
 
 
-def test_port_in_use_is_one_line_and_leaves_nothing(home: Path) -> None:
+def test_port_in_use_is_one_line_and_leaves_nothing(home: Path, cluster_template: Path) -> None:
     """A gateway port already taken: one line naming the flag, exit 1, PostgreSQL stopped;
     gRPC's own log line (add_port.cc) is not shown unless GRPC_VERBOSITY asks for it."""
     env = private_env(home)
+    copy_cluster(cluster_template, env["STELLO_DATA_DIR"])
     env.pop("GRPC_VERBOSITY", None)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -183,10 +186,11 @@ def test_port_in_use_is_one_line_and_leaves_nothing(home: Path) -> None:
     assert postgres_processes(Path(env["STELLO_DATA_DIR"])) == []
 
 
-def test_a_taken_metrics_port_names_its_variable(home: Path) -> None:
+def test_a_taken_metrics_port_names_its_variable(home: Path, cluster_template: Path) -> None:
     """A taken STELLO_GATEWAY_METRICS_PORT: one line naming the variable, exit 1 (it blamed
     the gateway's gRPC port and --gateway-port), with or without workers."""
     env = private_env(home)
+    copy_cluster(cluster_template, env["STELLO_DATA_DIR"])
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -256,13 +260,16 @@ def wait_for_log(up: StelloUp, text: str, within_s: float = 60) -> None:
 
 
 @pytest.mark.parametrize("workers", ["1", "2"], ids=["one-process", "workers"])
-def test_a_killed_embedded_postgres_is_started_again(home: Path, workers: str) -> None:
+def test_a_killed_embedded_postgres_is_started_again(
+    home: Path, workers: str, cluster_template: Path
+) -> None:
     """When the embedded PostgreSQL dies (SIGKILL of its postmaster), `stello up` (one process
     or workers) says so in one line and starts it again on the same data: what was written is
     there and calls work again, the periodic jobs' outage is at most one WARNING line each,
     with no traceback (explore4 F7: `stello up` stayed NOT_SERVING for good, logging ERROR
     and a traceback every 10 s)."""
     env = private_env(home)
+    copy_cluster(cluster_template, env["STELLO_DATA_DIR"])
     env["STELLO_TREE_SWEEP_INTERVAL_S"] = "0.5"  # a periodic job that meets the outage
     up = StelloUp.start(env, "--no-console", "--workers", workers)
     try:
@@ -289,13 +296,14 @@ def test_a_killed_embedded_postgres_is_started_again(home: Path, workers: str) -
         up.kill()
 
 
-def test_up_with_two_workers(home: Path) -> None:
+def test_up_with_two_workers(home: Path, cluster_template: Path) -> None:
     """`stello up --workers 2`: the client session works across the workers' shared ports;
     each /metrics asked for is served merged, each sample labelled with its worker (every
     worker bound STELLO_GATEWAY_METRICS_PORT itself, so the second did not start); Ctrl-C
     stops both workers and the embedded PostgreSQL. STELLO_ACCESS_LOG=1 logs the calls, as
     without workers (the workers kept only warnings)."""
     env = private_env(home)
+    copy_cluster(cluster_template, env["STELLO_DATA_DIR"])
     env["STELLO_ACCESS_LOG"] = "1"
     gateway_metrics, tree_metrics = free_port(), free_port()
     env["STELLO_GATEWAY_METRICS_PORT"] = str(gateway_metrics)
@@ -322,12 +330,13 @@ def test_up_with_two_workers(home: Path) -> None:
         up.kill()
 
 
-def test_a_killed_up_leaves_its_postgres_to_the_next(home: Path) -> None:
+def test_a_killed_up_leaves_its_postgres_to_the_next(home: Path, cluster_template: Path) -> None:
     """`stello up` killed -9 leaves its embedded PostgreSQL running; the next `stello up`
     joins it and its Ctrl-C stops it. Before, the dead process stayed listed among the
     cluster's users, so no later `stello up` was ever its last user and the PostgreSQL
     ran on until killed by hand (explore4 F11)."""
     env = private_env(home)
+    copy_cluster(cluster_template, env["STELLO_DATA_DIR"])
     first = StelloUp.start(env, *FREE_PORTS, "--no-console")
     try:
         postmaster = first.postmaster_pid()
@@ -347,7 +356,7 @@ def test_a_killed_up_leaves_its_postgres_to_the_next(home: Path) -> None:
 
 
 def test_a_second_up_on_one_config_dir_refuses_and_a_dead_ones_lock_is_taken_over(
-    home: Path,
+    home: Path, cluster_template: Path
 ) -> None:
     """A `stello up` on a config dir another one serves from ends at once with one line
     naming that one (pid, gateway) and what to do, its files untouched: it started anyway
@@ -355,6 +364,7 @@ def test_a_second_up_on_one_config_dir_refuses_and_a_dead_ones_lock_is_taken_ove
     commands called a gateway that had stopped with it. The lock a killed one left (its pid
     dead) does not stop the next one."""
     env = private_env(home)
+    copy_cluster(cluster_template, env["STELLO_DATA_DIR"])
     config = Path(env["STELLO_CONFIG_DIR"])
     config.mkdir(parents=True)
     dead = subprocess.Popen([sys.executable, "-c", ""])
@@ -394,7 +404,7 @@ def second_up(env: dict[str, str], *flags: str, cwd: Path | None = None) -> tupl
     return second.returncode, out, err
 
 
-def test_a_second_up_on_one_data_dir_refuses(home: Path) -> None:
+def test_a_second_up_on_one_data_dir_refuses(home: Path, cluster_template: Path) -> None:
     """A `stello up` with a config dir of its own but the data dir another one runs its
     embedded PostgreSQL on (the first's chosen with --data-dir) ends at once with one line
     naming that one (pid, gateway, config dir), what chose the data dir (STELLO_DATA_DIR,
@@ -405,6 +415,7 @@ def test_a_second_up_on_one_data_dir_refuses(home: Path) -> None:
     on one data directory)."""
     env = private_env(home)
     data_dir = env.pop("STELLO_DATA_DIR")
+    copy_cluster(cluster_template, data_dir)
     other = dict(env, STELLO_CONFIG_DIR=str(home / "other-config"))
     first = StelloUp.start(env, "--no-console", "--data-dir", data_dir)
     try:

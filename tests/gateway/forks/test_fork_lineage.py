@@ -11,6 +11,7 @@ is walked in both directions.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass, field
 
@@ -185,10 +186,16 @@ async def test_lineage_shows_what_a_copy_would(
         await run_step(stack, model, step, serial)
         await erased(pool)  # deletes finish in the background (DESIGN §4.8)
         await check_offset(stack, pool, model, data, offset)
-    for session, view in model.views.items():
-        for size in range(1, len(view) + 2):
-            assert await shown(stack, session, size, newest_first=False) == view
-            assert await shown(stack, session, size, newest_first=True) == view
+    # Every walk at once: they only read, each waits on the services more than it computes.
+    walks = [
+        (session, size, newest_first)
+        for session, view in model.views.items()
+        for size in range(1, len(view) + 2)
+        for newest_first in (False, True)
+    ]
+    walked = await asyncio.gather(*(shown(stack, *walk) for walk in walks))
+    for (session, size, newest_first), rows in zip(walks, walked, strict=True):
+        assert rows == model.views[session], (session, size, newest_first)
     await stack.tree.DeleteSubtree(
         tree_pb2.DeleteSubtreeRequest(space_id=stack.space.sid, session_id=root.id)
     )
@@ -199,8 +206,10 @@ async def check_offset(
     stack: Stack, pool: asyncpg.Pool, model: Model, data: st.DataObject, offset: int
 ) -> None:
     """`check`, with rows of earlier examples in the space (`offset`) counted aside."""
-    for session, view in model.views.items():
-        assert await shown(stack, session, 1000, newest_first=False) == view, session
+    sessions = list(model.views)
+    walked = await asyncio.gather(*(shown(stack, s, 1000, newest_first=False) for s in sessions))
+    for session, rows in zip(sessions, walked, strict=True):
+        assert rows == model.views[session], session
     session = data.draw(st.sampled_from(list(model.views)))  # creation order: see run_step
     size = data.draw(st.integers(1, 6))
     assert await shown(stack, session, size, newest_first=True) == model.views[session]

@@ -10,6 +10,7 @@ row of a deleted session is left; and no session has more than `SEGMENT_CAP` seg
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from dataclasses import dataclass, field
@@ -126,18 +127,31 @@ class Walk:
         if model:
             assert shown, "the newest record is always in the window"
 
+    async def check_one(self, sid: uuid.UUID, after: int | None) -> None:
+        """One session read oldest first, newest first and from `after` on, against the model."""
+        line = self.lines[sid]
+        reads = [
+            listed(self.stub, self.space, sid),
+            listed(self.stub, self.space, sid, limit=3, newest_first=True),
+        ]
+        if after is not None:
+            reads.append(listed(self.stub, self.space, sid, limit=4, after_seq=after))
+        records, newest, *page = await asyncio.gather(*reads)
+        assert records == line.records, (sid, line.depth)
+        assert newest == line.records[-3:], sid
+        if after is not None:
+            assert page == [[r for r in line.records if r.seq > after][:4]], sid
+
     async def check(self, rng: random.Random, only: list[uuid.UUID] | None = None) -> None:
         """The sessions `only` (default: every surviving one) against the model."""
-        for sid in self.lines if only is None else only:
-            line = self.lines[sid]
-            records = await listed(self.stub, self.space, sid)
-            assert records == line.records, (sid, line.depth)
-            newest = await listed(self.stub, self.space, sid, limit=3, newest_first=True)
-            assert newest == line.records[-3:], sid
-            if line.records:
-                after = rng.choice(line.records).seq
-                page = await listed(self.stub, self.space, sid, limit=4, after_seq=after)
-                assert page == [r for r in line.records if r.seq > after][:4], sid
+        sids = list(self.lines if only is None else only)
+        # The middles drawn in the order the sessions are checked (the walk stays the
+        # seed's), then every session's three reads at once: they are independent, and
+        # each waits on the database more than it computes.
+        afters = [
+            rng.choice(self.lines[s].records).seq if self.lines[s].records else None for s in sids
+        ]
+        await asyncio.gather(*(self.check_one(s, a) for s, a in zip(sids, afters, strict=True)))
         async with self.pool.acquire() as con:
             assert await con.fetchval(SEGMENTS, self.space.id) <= SEGMENT_CAP
             assert await con.fetchval(LEFT, self.space.id, self.deleted) == 0
