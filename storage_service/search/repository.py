@@ -37,6 +37,15 @@ not its matches. A rarer word (the first probe found too few), or one whose matc
 all old (the probes did not fill the page), is served by the GIN plan after the probes'
 bounded reads: its matches, never the space."""
 
+RELEVANCE_GIN_MATCH_COST = 20
+"""Before its second probe, a RELEVANCE page counts the space's matches up to the records
+that probe should read over this; fewer, the GIN serves the page. A match counted
+(GIN_MATCHES_UP_TO) then read and sorted (_GIN_CANDIDATES) costs about 10 records read
+newest first, the count about half of it (bench/bench_search.py, a 1% word over 1,000,000
+records: ~4.8 us a match, ~0.4 us a record): with 20, the GIN is taken where it costs at
+most half the probe, and a count that finds more costs at most about a third of the probe
+(the price of asking, in a space too big for the GIN)."""
+
 RELEVANCE_CANDIDATES = 1000
 """Matches a RELEVANCE walk ranks: the newest visible ones of its scope written up to its
 first page (storage.proto, SearchRecords). Ranking is the dear part of a search (each
@@ -47,13 +56,14 @@ NEWEST_PROBE_FIRST per candidate, then NEWEST_PROBE_ROWS when the word looked co
 (a word in 1 of 3 records: about 3,000 records read, however many its matches), then the
 GIN's matches sorted by their keys (narrow rows) for a word rarer than that, or in a session's
 view all its records up to the horizon. Before the second probe of the space or a tree, the
-space's matches up to the horizon are counted through the GIN up to the records that probe
-should read (RELEVANCE_CANDIDATES over the word's share of the first probe's records:
-GIN_MATCHES_UP_TO): when they are fewer, the GIN serves the candidates, reading no more
-matches than the probe would read records (a word in 1 of 150 records of a space of
-10,000: its 67 matches, where the probe read the whole space to find them all). Either way
-the reads are bounded by the share the first probe saw, never the space's size: at most
-that many matches counted, then that many records or matches read."""
+space's matches up to the horizon are counted through the GIN (GIN_MATCHES_UP_TO), up to
+the records that probe should read (RELEVANCE_CANDIDATES over the word's share of the first
+probe's records) over RELEVANCE_GIN_MATCH_COST: when they are fewer, the GIN serves the
+candidates, the cheaper (a word in 1 of 150 records of a space of 10,000: its 67 matches,
+where the probe read the whole space to find them all; a 1% word in a space of 100,000:
+its 1,000 matches, not the space). Either way the reads are bounded by the share the
+first probe saw, never the space's size: at most that many matches counted, then the
+probe's records or fewer matches read."""
 
 # Shared by the statements below: $1 space, $2 session (the scope, or NULL), $3 the tsquery
 # (its terms normalised by NORMALISED: SearchQuery.normalised), $4 root (or NULL), $5..$8 the
@@ -233,7 +243,7 @@ _PROBE_COMPLETE = """c.found = $10 OR (
         ) a) < $12"""
 
 # How many matches of the word (the tsquery $2) space $1 holds up to the horizon ($3; NULL:
-# now), counted up to $4 (the records RELEVANCE's second probe would read: _probed) through
+# now), counted up to $4 (RELEVANCE_GIN_MATCH_COST: _probed) through
 # `records_search`, the heap read for at most $4 of them, never the space's other records
 # (the index's posting list of the word in the space is read whole: a bitmap, compressed;
 # the GIN plan under custom and generic plans, statistics fresh or stale). It is the GIN
@@ -597,17 +607,17 @@ class SearchRepository:
         page's rows, or RELEVANCE's candidates: `ranked`), then (when the word looked
         common enough) NEWEST_PROBE_ROWS; None when neither filled it (the caller's
         unbounded plan serves the page), or when `few` (RELEVANCE of the space or a tree)
-        says the GIN holds fewer matches than the second probe should read: `wanted` over
-        the word's share of the first probe's rows (all of them read: else it was
-        complete), at most NEWEST_PROBE_ROWS per row wanted. The GIN's plan then reads
-        fewer matches than the probe would read records; the candidates are the same."""
+        says the GIN holds fewer matches than the records the second probe should read
+        (`wanted` over the word's share of the first probe's rows, all of them read: else
+        it was complete) over RELEVANCE_GIN_MATCH_COST: the GIN's plan, the cheaper, then
+        serves the same candidates."""
         first = NEWEST_PROBE_FIRST * wanted
         rows = await self._con.fetch(probe, *position, first)
         filled, found = _filled(rows, wanted, ranked=ranked)
         if filled:
             return list(rows)
         if found * NEWEST_PROBE_ROWS >= first:
-            if few is not None and await few(first * wanted // found):
+            if few is not None and await few(first * wanted // found // RELEVANCE_GIN_MATCH_COST):
                 return None
             rows = await self._con.fetch(probe, *position, NEWEST_PROBE_ROWS * wanted)
             if _filled(rows, wanted, ranked=ranked)[0]:

@@ -482,8 +482,10 @@ class SessionStorageServicer:
         share of records that match, and for a query found in fewer than about
         1 record of 200 of them the GIN index's matches (with `session_id`, the
         view's records); without `session_id`, the GIN index's matches too when
-        the space holds fewer of them than that newest-first read would take
-        (counted first, up to that many); never every match of a common query.
+        the space holds fewer of them than a twentieth of the records that
+        newest-first read would take (counted first, up to that many: a match
+        through the index costs about 10 records read newest first); never every
+        match of a common query.
 
         Query syntax (what a search box takes; any text is a valid query or
         INVALID_ARGUMENT naming `query`, never a database error):

@@ -241,11 +241,13 @@ async def test_relevance_walks_rank_the_plain_answer_s_candidates(
     """With 100 candidates (probes of 1,000 and 20,000 records) over 10,000 records, a
     RELEVANCE walk in pages of 9 is the plain answer (the newest visible matches of the
     scope, ranked), each once, whatever the word: in 1 of 3 records (the first probe),
-    in 1 of 37 (the GIN: fewer matches, 271, than the second probe would read, ~4,000),
-    in 1 of 50 of the newest and in the 6,000 oldest (the second probe: the GIN holds
-    more than it would read), in 10 (the GIN), in the 1,200 oldest (the GIN: the probes
-    find none), in none; in the space and in a root's tree (a hidden child's records left
-    out), while records that would rank first are appended between its pages."""
+    in 1 of 37 (its 271 matches counted against a twentieth of the records the second
+    probe would read, RELEVANCE_GIN_MATCH_COST: more than the space's ~200, the second
+    probe; fewer than the tree's ~500, the GIN), in 1 of 50 of the newest and in the 6,000
+    oldest (the second probe: the GIN holds more), in 10 (the GIN), in the 1,200 oldest
+    (the GIN: the probes find none), in none; in the space and in a root's tree (a hidden
+    child's records left out), while records that would rank first are appended between
+    its pages."""
     monkeypatch.setattr(repository, "RELEVANCE_CANDIDATES", 100)
     seen = await space_of(make_session, pool, space)
     await seeded(pool, space, seen, 10_000)
@@ -297,11 +299,11 @@ async def test_a_mid_frequency_word_s_relevance_page_reads_its_matches_not_the_s
     """With 100 candidates, a RELEVANCE page of 20 of a word in 1 record of 150 over 10,000
     records (67 matches, fewer than the candidates): the first probe (the 1,000 newest
     records) finds it common enough for a second one, which would read the whole space to
-    find them all; the GIN holds fewer matches than that probe would read (about 15,000 at
-    the share the first probe saw: counted first, at most that many), so they are read from
-    it. The tuples read from `records` (heap and indexes) are the first probe's and a small
-    multiple of the matches, not the space's 10,000 records; the hits are the plain
-    answer's."""
+    find them all; the GIN holds fewer matches than a twentieth of what that probe would
+    read (about 15,000 at the share the first probe saw; RELEVANCE_GIN_MATCH_COST: counted
+    first, at most that many), so they are read from it. The tuples read from `records`
+    (heap and indexes) are the first probe's and a small multiple of the matches, not the
+    space's 10,000 records; the hits are the plain answer's."""
     monkeypatch.setattr(repository, "RELEVANCE_CANDIDATES", 100)
     seen = await space_of(make_session, pool, space)
     counter = await asyncpg.connect(direct_database_url)
