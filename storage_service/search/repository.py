@@ -9,12 +9,14 @@ view reads each part of the view newest first (`records_session_newest`, migrati
 a bounded number of rows, then the view's records (never the space's matches) when that did
 not fill the page. RELEVANCE ranks a bounded number of the newest matches, found the same
 way (the space's or the view's newest records, bounded; then the GIN, or the view's
-records). Keyset paging on the order's columns.
+records), the GIN taken before the second probe when it holds fewer matches than that probe
+would read (a bounded count). Keyset paging on the order's columns.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -35,6 +37,15 @@ not its matches. A rarer word (the first probe found too few), or one whose matc
 all old (the probes did not fill the page), is served by the GIN plan after the probes'
 bounded reads: its matches, never the space."""
 
+RELEVANCE_GIN_MATCH_COST = 20
+"""Before its second probe, a RELEVANCE page counts the space's matches up to the records
+that probe should read over this; fewer, the GIN serves the page. A match counted
+(GIN_MATCHES_UP_TO) then read and sorted (_GIN_CANDIDATES) costs about 10 records read
+newest first, the count about half of it (bench/bench_search.py, a 1% word over 1,000,000
+records: ~4.8 us a match, ~0.4 us a record): with 20, the GIN is taken where it costs at
+most half the probe, and a count that finds more costs at most about a third of the probe
+(the price of asking, in a space too big for the GIN)."""
+
 RELEVANCE_CANDIDATES = 1000
 """Matches a RELEVANCE walk ranks: the newest visible ones of its scope written up to its
 first page (storage.proto, SearchRecords). Ranking is the dear part of a search (each
@@ -44,7 +55,15 @@ RELEVANCE_CANDIDATES as the rows wanted: the scope's records up to the horizon n
 NEWEST_PROBE_FIRST per candidate, then NEWEST_PROBE_ROWS when the word looked common enough
 (a word in 1 of 3 records: about 3,000 records read, however many its matches), then the
 GIN's matches sorted by their keys (narrow rows) for a word rarer than that, or in a session's
-view all its records up to the horizon."""
+view all its records up to the horizon. Before the second probe of the space or a tree, the
+space's matches up to the horizon are counted through the GIN (GIN_MATCHES_UP_TO), up to
+the records that probe should read (RELEVANCE_CANDIDATES over the word's share of the first
+probe's records) over RELEVANCE_GIN_MATCH_COST: when they are fewer, the GIN serves the
+candidates, the cheaper (a word in 1 of 150 records of a space of 10,000: its 67 matches,
+where the probe read the whole space to find them all; a 1% word in a space of 100,000:
+its 1,000 matches, not the space). Either way the reads are bounded by the share the
+first probe saw, never the space's size: at most that many matches counted, then the
+probe's records or fewer matches read."""
 
 # Shared by the statements below: $1 space, $2 session (the scope, or NULL), $3 the tsquery
 # (its terms normalised by NORMALISED: SearchQuery.normalised), $4 root (or NULL), $5..$8 the
@@ -222,6 +241,22 @@ _PROBE_COMPLETE = """c.found = $10 OR (
             ORDER BY r.{newest}
             LIMIT $12
         ) a) < $12"""
+
+# How many matches of the word (the tsquery $2) space $1 holds up to the horizon ($3; NULL:
+# now), counted up to $4 (RELEVANCE_GIN_MATCH_COST: _probed) through
+# `records_search`, the heap read for at most $4 of them, never the space's other records
+# (the index's posting list of the word in the space is read whole: a bitmap, compressed;
+# the GIN plan under custom and generic plans, statistics fresh or stale). It is the GIN
+# plan's count (_GIN_CANDIDATES reads every match of the space up to the horizon, in a
+# tree's scope too: visibility is looked up after).
+GIN_MATCHES_UP_TO = """
+SELECT count(*) FROM (
+    SELECT FROM records r
+    WHERE r.space_id = $1 AND r.search_vector @@ $2::tsquery
+      AND r.created_at <= coalesce($3::timestamptz, now())
+    LIMIT $4
+) m
+"""
 
 # NEWEST in a session's view ($2), through `records_session_newest` (migration 0052): each
 # part of the view (`parts`, at most SEGMENT_CAP + 1) whose holder is visible, its rows after
@@ -536,28 +571,54 @@ class SearchRepository:
     async def _relevance(self, ranked: tuple[object, ...]) -> list[asyncpg.Record]:
         """A RELEVANCE page (`ranked`: the parameters $1..$11) whose candidates the probes
         found (the scope's newest records, or a session's view part by part), else the
-        GIN's (the space or a tree) or the whole view's read."""
+        GIN's (the space or a tree: also when it holds fewer matches than the second probe
+        would read, _few_matches) or the whole view's read."""
         in_view = ranked[1] is not None
         probe = SEARCH_RECORDS[(in_view, "relevance" if in_view else "relevance probe")]
-        page = await self._probed(probe, ranked, RELEVANCE_CANDIDATES, ranked=True)
+        few = None if in_view else self._few_matches(ranked)
+        page = await self._probed(probe, ranked, RELEVANCE_CANDIDATES, ranked=True, few=few)
         if page is not None:
             return page
         if in_view:
             return list(await self._con.fetch(probe, *ranked, None))
         return list(await self._con.fetch(SEARCH_RECORDS[(False, "relevance")], *ranked))
 
+    def _few_matches(self, ranked: tuple[object, ...]) -> Callable[[int], Awaitable[bool]]:
+        """Whether the space holds fewer than `limit` matches up to the walk's horizon
+        (GIN_MATCHES_UP_TO: at most `limit` of them read)."""
+        space_id, tsquery, horizon = ranked[0], ranked[2], ranked[10]
+
+        async def few(limit: int) -> bool:
+            count = await self._con.fetchval(GIN_MATCHES_UP_TO, space_id, tsquery, horizon, limit)
+            return int(count) < limit
+
+        return few
+
     async def _probed(
-        self, probe: str, position: tuple[object, ...], wanted: int, *, ranked: bool = False
+        self,
+        probe: str,
+        position: tuple[object, ...],
+        wanted: int,
+        *,
+        ranked: bool = False,
+        few: Callable[[int], Awaitable[bool]] | None = None,
     ) -> list[asyncpg.Record] | None:
         """A page read by `probe` within NEWEST_PROBE_FIRST rows per row `wanted` (a NEWEST
         page's rows, or RELEVANCE's candidates: `ranked`), then (when the word looked
         common enough) NEWEST_PROBE_ROWS; None when neither filled it (the caller's
-        unbounded plan serves the page)."""
-        rows = await self._con.fetch(probe, *position, NEWEST_PROBE_FIRST * wanted)
+        unbounded plan serves the page), or when `few` (RELEVANCE of the space or a tree)
+        says the GIN holds fewer matches than the records the second probe should read
+        (`wanted` over the word's share of the first probe's rows, all of them read: else
+        it was complete) over RELEVANCE_GIN_MATCH_COST: the GIN's plan, the cheaper, then
+        serves the same candidates."""
+        first = NEWEST_PROBE_FIRST * wanted
+        rows = await self._con.fetch(probe, *position, first)
         filled, found = _filled(rows, wanted, ranked=ranked)
         if filled:
             return list(rows)
-        if found * NEWEST_PROBE_ROWS >= NEWEST_PROBE_FIRST * wanted:
+        if found * NEWEST_PROBE_ROWS >= first:
+            if few is not None and await few(first * wanted // found // RELEVANCE_GIN_MATCH_COST):
+                return None
             rows = await self._con.fetch(probe, *position, NEWEST_PROBE_ROWS * wanted)
             if _filled(rows, wanted, ranked=ranked)[0]:
                 return list(rows)

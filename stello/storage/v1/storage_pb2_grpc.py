@@ -481,7 +481,11 @@ class SessionStorageServicer:
         (with `session_id`, the view's, part by part), about 1,000 over the
         share of records that match, and for a query found in fewer than about
         1 record of 200 of them the GIN index's matches (with `session_id`, the
-        view's records); never every match of a common query.
+        view's records); without `session_id`, the GIN index's matches too when
+        the space holds fewer of them than a twentieth of the records that
+        newest-first read would take (counted first, up to that many: a match
+        through the index costs about 10 records read newest first); never every
+        match of a common query.
 
         Query syntax (what a search box takes; any text is a valid query or
         INVALID_ARGUMENT naming `query`, never a database error):

@@ -42,10 +42,12 @@ pytestmark = pytest.mark.sql
 
 RELEVANCE = common_pb2.SEARCH_ORDER_RELEVANCE
 OLD = 1_200  # "oldword" in the OLD oldest records
+EBB = 6_000  # "ebb" in every one of the EBB oldest records
 
 # Records first..last-1 of space $1: record i is session $4[i % 10]'s seq i / 10 + 1,
 # created i seconds after BASE ($5); "dusk" in 1 of 3 (once, twice or three times: ranks
-# differ), "kettle" in 1 of 37, "zanzibar" in 1 of 1,009, "oldword" in the OLD oldest.
+# differ), "kettle" in 1 of 37, "zanzibar" in 1 of 1,009, "oldword" in the OLD oldest,
+# "ebb" in 1 of 50 and in every record of the EBB oldest, "wren" in 1 of 150.
 SEED = """
 INSERT INTO records (space_id, session_id, seq, role, content, created_at,
                      token_estimate, token_cumulative)
@@ -54,7 +56,9 @@ SELECT $1, ($4::uuid[])[i % 10 + 1], i / 10 + 1, 'user',
          || CASE WHEN i % 3 = 0 THEN repeat(' dusk', i % 4 + 1) ELSE '' END
          || CASE WHEN i % 37 = 0 THEN ' kettle' ELSE '' END
          || CASE WHEN i % 1009 = 0 THEN ' zanzibar' ELSE '' END
-         || CASE WHEN i < $6 THEN ' oldword' ELSE '' END,
+         || CASE WHEN i < $6 THEN ' oldword' ELSE '' END
+         || CASE WHEN i % 50 = 0 OR i < $7 THEN ' ebb' ELSE '' END
+         || CASE WHEN i % 150 = 0 THEN ' wren' ELSE '' END,
        $5::timestamptz + i * interval '1 second', 1, i / 10 + 1
 FROM generate_series($2::int, $3::int - 1) AS i
 """
@@ -87,7 +91,7 @@ LIMIT $4
 async def seeded(pool: asyncpg.Pool, space: TestSpace, seen: Space, size: int) -> None:
     """The space grown to `size` records of SEED."""
     async with pool.acquire() as con:
-        await con.execute(SEED, space.id, seen.size, size, seen.sessions, BASE, OLD)
+        await con.execute(SEED, space.id, seen.size, size, seen.sessions, BASE, OLD, EBB)
         await con.execute(LAST_SEQ, space.id, seen.sessions)
         await con.execute("ANALYZE records")
     seen.size = size
@@ -220,7 +224,7 @@ async def test_a_session_s_relevance_page_reads_the_same_when_the_rest_of_the_sp
     assert reads[1] <= 2 * (60 + 1_000) + 2 * 21, reads
 
 
-SPACE_WORDS = ["dusk", "kettle", "zanzibar", "oldword", "nowhere"]
+SPACE_WORDS = ["dusk", "kettle", "ebb", "zanzibar", "oldword", "nowhere"]
 
 
 @pytest.mark.parametrize("scope", ["space", "tree"])
@@ -237,9 +241,13 @@ async def test_relevance_walks_rank_the_plain_answer_s_candidates(
     """With 100 candidates (probes of 1,000 and 20,000 records) over 10,000 records, a
     RELEVANCE walk in pages of 9 is the plain answer (the newest visible matches of the
     scope, ranked), each once, whatever the word: in 1 of 3 records (the first probe),
-    in 1 of 37 (the second), in 10 (the GIN), in the 1,200 oldest (the GIN: the probes find
-    none), in none; in the space and in a root's tree (a hidden child's records left
-    out), while records that would rank first are appended between its pages."""
+    in 1 of 37 (its 271 matches counted against a twentieth of the records the second
+    probe would read, RELEVANCE_GIN_MATCH_COST: more than the space's ~200, the second
+    probe; fewer than the tree's ~500, the GIN), in 1 of 50 of the newest and in the 6,000
+    oldest (the second probe: the GIN holds more), in 10 (the GIN), in the 1,200 oldest
+    (the GIN: the probes find none), in none; in the space and in a root's tree (a hidden
+    child's records left out), while records that would rank first are appended between
+    its pages."""
     monkeypatch.setattr(repository, "RELEVANCE_CANDIDATES", 100)
     seen = await space_of(make_session, pool, space)
     await seeded(pool, space, seen, 10_000)
@@ -274,3 +282,46 @@ async def test_a_session_s_relevance_walks_rank_the_plain_answer_s_candidates(
     assert walked == expected
     assert len(expected) == min(candidates, len(seen.expected(word)))
     assert NEWEST_PROBE_FIRST * candidates < 1_000  # the child's own part is not read whole
+
+
+@pytest.mark.plain_postgres(
+    "counts the tuples read in the statistics of the database it connects to; on Citus "
+    "the coordinator reads none, the workers' shards do"
+)
+async def test_a_mid_frequency_word_s_relevance_page_reads_its_matches_not_the_space(
+    stub: Stub,
+    space: TestSpace,
+    make_session: MakeSession,
+    pool: asyncpg.Pool,
+    direct_database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With 100 candidates, a RELEVANCE page of 20 of a word in 1 record of 150 over 10,000
+    records (67 matches, fewer than the candidates): the first probe (the 1,000 newest
+    records) finds it common enough for a second one, which would read the whole space to
+    find them all; the GIN holds fewer matches than a twentieth of what that probe would
+    read (about 15,000 at the share the first probe saw; RELEVANCE_GIN_MATCH_COST: counted
+    first, at most that many), so they are read from it. The tuples read from `records`
+    (heap and indexes) are the first probe's and a small multiple of the matches, not the
+    space's 10,000 records; the hits are the plain answer's."""
+    monkeypatch.setattr(repository, "RELEVANCE_CANDIDATES", 100)
+    seen = await space_of(make_session, pool, space)
+    counter = await asyncpg.connect(direct_database_url)
+    try:
+        async with no_autovacuum_of_records(counter):
+            await seeded(pool, space, seen, 10_000)
+            expected = await ranked(pool, space, "wren")
+            await page(stub, space, "dusk", order=RELEVANCE)  # connections warmed
+            before = await records_read(counter)
+            reply = await page(stub, space, "wren", page_size=20, order=RELEVANCE)
+            after = await records_read(counter)
+    finally:
+        await counter.close()
+    assert keys(reply) == expected[:20]
+    matches = 10_000 // 150 + 1
+    # The first probe's 1,000 records (index and heap, read, then counted to tell whether
+    # they were all of the space's), then the matches counted and read through the GIN
+    # (index and heap, twice: within 6 tuples a match), and the page's records; never the
+    # space's other 9,000 records (the second probe read the whole space).
+    first_probe = 4 * NEWEST_PROBE_FIRST * 100
+    assert after[0] - before[0] <= first_probe + 6 * matches + 2 * 21, after[0] - before[0]
