@@ -27,6 +27,7 @@ from stello_client.exceptions import Unavailable
 from tests.gateway.conftest import Backends, FakeSummarizer, record
 from tests.sdk.conftest import QUICK_RETRY
 from tests.support.fixtures import RunningServer, TestSpace
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.sql
 
@@ -66,11 +67,13 @@ class Gateway:
     pool: asyncpg.Pool
     keys: KeyStore
     provider: HeldEcho
-    address: str = "127.0.0.1:0"
+    address: str = field(default_factory=lambda: f"127.0.0.1:{free_port()}")
     running: list[RunningServer] = field(default_factory=list)
 
     async def start(self) -> None:
-        """Start a gateway on the address (the first time: a free port)."""
+        """Start a gateway on the address: a free port below the kernel's ephemeral range,
+        where no outgoing connection takes it while the gateway is down (port 0's, of that
+        range, was taken so in a CI pass: PortInUse at the restart)."""
         config = self.backends.gateway_config(profiles_file=self.profiles_file)
         app = create_app(
             self.settings,
