@@ -8,10 +8,10 @@ import asyncio
 import base64
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import grpc
@@ -1004,6 +1004,21 @@ async def records_read(counter: asyncpg.Connection) -> tuple[int, int, int]:
     return int(tuples["heap"]) + int(tuples["index"]), int(blocks["heap"]), int(blocks["index"])
 
 
+T = TypeVar("T")
+
+
+async def records_read_by(
+    counter: asyncpg.Connection, call: Awaitable[T]
+) -> tuple[tuple[int, int, int], T]:
+    """What `call` read of `records` (`records_read`'s three counts, each its increase
+    while it ran), and what it answered."""
+    before = await records_read(counter)
+    answer = await call
+    after = await records_read(counter)
+    read = tuple(a - b for a, b in zip(after, before, strict=True))
+    return (read[0], read[1], read[2]), answer
+
+
 @pytest.mark.plain_postgres(
     "counts the rows and blocks read in the statistics of the database it connects to; on "
     "Citus the coordinator reads none, the workers' shards do"
@@ -1057,11 +1072,9 @@ async def _two_sizes(
             )
             await con.execute("ANALYZE records")
         await search(stub, space, "zanzibar")  # the server's connections warmed
-        before = await records_read(counter)
-        hits = await search(stub, space, "zanzibar")
-        after = await records_read(counter)
+        read, hits = await records_read_by(counter, search(stub, space, "zanzibar"))
         assert [h.seq for h in hits] == [2000, 1600, 1200, 800, 400]
-        reads.append(tuple(a - b for a, b in zip(after, before, strict=True)))
+        reads.append(read)
     return reads
 
 

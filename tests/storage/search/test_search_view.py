@@ -21,7 +21,7 @@ from stello.common.v1 import common_pb2
 from storage_service.search.repository import NEWEST_PROBE_FIRST
 from tests.storage.helpers import rec
 from tests.storage.records.test_lineage import append, inherit
-from tests.storage.search.test_search import no_autovacuum_of_records, records_read
+from tests.storage.search.test_search import no_autovacuum_of_records, records_read_by
 from tests.storage.search.test_search_newest import LAST_SEQ as LAST_SEQ_FROM_RECORDS
 from tests.storage.search.test_search_newest import Stub, keys, page
 from tests.support.fixtures import MakeSession, TestSpace
@@ -178,17 +178,17 @@ async def test_a_session_s_page_reads_the_same_when_the_rest_of_the_space_grows_
             for size in (2_000, 20_000):
                 await grow_elsewhere(pool, space, seen, size)
                 await page(stub, space, "kettle", **scope)  # the server's connections warmed
-                before = await records_read(counter)
-                reply = await page(stub, space, "kettle", page_size=20, **scope)
-                after = await records_read(counter)
+                read, reply = await records_read_by(
+                    counter, page(stub, space, "kettle", page_size=20, **scope)
+                )
                 assert keys(reply) == seen.expected("kettle")[:20]
-                common.append(after[0] - before[0])
-                heap.append(after[1] - before[1])
-                before = await records_read(counter)
-                reply = await page(stub, space, "oldword", page_size=20, **scope)
-                after = await records_read(counter)
+                common.append(read[0])
+                heap.append(read[1])
+                read, reply = await records_read_by(
+                    counter, page(stub, space, "oldword", page_size=20, **scope)
+                )
                 assert keys(reply) == seen.expected("oldword")
-                rare.append(after[0] - before[0])
+                rare.append(read[0])
     finally:
         await counter.close()
     assert common[1] <= common[0] + 5, common
