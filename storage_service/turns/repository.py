@@ -270,6 +270,18 @@ class TurnRepository:
         self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID | None, ttl_s: int
     ) -> Renewal:
         """Extend the lease `token` holds; see `Renewal`."""
+        renewal = await self._renew_once(space_id, session_id, token, ttl_s)
+        if renewal.found and renewal.expires_at is None and not renewal.interrupted:
+            # The UPDATE may have waited for a transaction that hid the session (a delete)
+            # or interrupted the turn, and this statement's snapshot, taken before that
+            # committed, still says found and not interrupted. Asked again, a new snapshot
+            # sees it; only a renewal that renewed nothing pays for the second statement.
+            renewal = await self._renew_once(space_id, session_id, token, ttl_s)
+        return renewal
+
+    async def _renew_once(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID | None, ttl_s: int
+    ) -> Renewal:
         row = await self._con.fetchrow(RENEW_TURN, space_id, session_id, token, float(ttl_s))
         assert row is not None
         return Renewal(bool(row["found"]), row["expires_at"], bool(row["interrupted"]))

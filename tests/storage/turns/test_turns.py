@@ -53,6 +53,10 @@ EXPIRE = (
     "WHERE space_id = $1 AND id = $2"
 )
 EXPIRY = "SELECT turn_expires_at FROM sessions WHERE space_id = $1 AND id = $2"
+# What DeleteSubtree's hide does to a session row (tree_service.erasure), in a test's own
+# transaction so that it can be held open.
+HIDE = "UPDATE sessions SET provisional_until = 'infinity' WHERE space_id = $1 AND id = $2"
+BLOCKED_BY = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))"
 
 
 class TestBeginTurn:
@@ -187,6 +191,29 @@ class TestRenewTurn:
         assert not reply.HasField("expires_at")
         assert await pool.fetchval(EXPIRY, space.id, sid) == expiry
         assert (await renew(stub, space, str(sid), second.token)).renewed
+
+    async def test_a_renewal_that_waited_for_the_delete_is_not_found(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """A renewal that waits on the row while a delete hides the session answers NOT_FOUND
+        once the delete commits: the turn learns its session is gone. It answered "not
+        renewed" (the statement's snapshot, taken before the delete committed, still saw the
+        session), which the gateway takes for another turn's: stop 71's CI failed on it."""
+        sid = await make_session()
+        lease = await begin(stub, space, str(sid))
+        async with pool.acquire() as deleter:
+            deleting = deleter.transaction()
+            await deleting.start()
+            await deleter.execute(HIDE, space.id, sid)
+            deleter_pid = await deleter.fetchval("SELECT pg_backend_pid()")
+            renewal = asyncio.ensure_future(renew(stub, space, str(sid), lease.token))
+            while True:
+                if await pool.fetchval(BLOCKED_BY, deleter_pid) > 0:
+                    break
+                await asyncio.sleep(0.01)
+            await deleting.commit()
+        err = await rpc_error(renewal)
+        assert err.code() == grpc.StatusCode.NOT_FOUND
 
     @pytest.mark.parametrize("token", [None, "not-a-token"], ids=["released", "opaque"])
     async def test_no_lease_to_renew(
