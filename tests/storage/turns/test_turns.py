@@ -15,6 +15,7 @@ from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from tests.storage.conftest import StubFor
 from tests.storage.helpers import rpc_error, state
 from tests.support.fixtures import MakeSession, TestSpace
+from tests.support.history import waiting_on_a_lock
 
 pytestmark = pytest.mark.sql
 
@@ -56,7 +57,6 @@ EXPIRY = "SELECT turn_expires_at FROM sessions WHERE space_id = $1 AND id = $2"
 # What DeleteSubtree's hide does to a session row (tree_service.erasure), in a test's own
 # transaction so that it can be held open.
 HIDE = "UPDATE sessions SET provisional_until = 'infinity' WHERE space_id = $1 AND id = $2"
-BLOCKED_BY = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))"
 
 
 class TestBeginTurn:
@@ -205,12 +205,12 @@ class TestRenewTurn:
             deleting = deleter.transaction()
             await deleting.start()
             await deleter.execute(HIDE, space.id, sid)
-            deleter_pid = await deleter.fetchval("SELECT pg_backend_pid()")
             renewal = asyncio.ensure_future(renew(stub, space, str(sid), lease.token))
-            while True:
-                if await pool.fetchval(BLOCKED_BY, deleter_pid) > 0:
-                    break
-                await asyncio.sleep(0.01)
+            async with pool.acquire() as watcher:
+                while True:  # on every node: on Citus the UPDATE waits on a worker
+                    if await waiting_on_a_lock(watcher) or renewal.done():
+                        break
+                    await asyncio.sleep(0.01)
             await deleting.commit()
         err = await rpc_error(renewal)
         assert err.code() == grpc.StatusCode.NOT_FOUND
