@@ -114,7 +114,7 @@ async def activity_view(con: asyncpg.Connection | asyncpg.Pool) -> str:
     return "citus_stat_activity" if await con.fetchval(CITUS_INSTALLED) else "pg_stat_activity"
 
 
-async def waiting_on_a_lock(con: asyncpg.Connection) -> int:
+async def waiting_on_a_lock(con: asyncpg.Connection | asyncpg.Pool) -> int:
     """Backends of the database that wait for a lock (a call a test holds back), on every
     node (`activity_view`: the tests that looked only at the coordinator waited their whole
     bound on Citus)."""

@@ -206,11 +206,10 @@ class TestRenewTurn:
             await deleting.start()
             await deleter.execute(HIDE, space.id, sid)
             renewal = asyncio.ensure_future(renew(stub, space, str(sid), lease.token))
-            async with pool.acquire() as watcher:
-                while True:  # on every node: on Citus the UPDATE waits on a worker
-                    if await waiting_on_a_lock(watcher) or renewal.done():
-                        break
-                    await asyncio.sleep(0.01)
+            while True:  # on every node: on Citus the UPDATE waits on a worker
+                if await waiting_on_a_lock(pool) or renewal.done():
+                    break
+                await asyncio.sleep(0.01)
             await deleting.commit()
         err = await rpc_error(renewal)
         assert err.code() == grpc.StatusCode.NOT_FOUND
