@@ -137,12 +137,15 @@ ORDER BY n
 # Before a walk, in its transaction only (SET LOCAL): plans that read `sessions`
 # by index and join by nested loop, so the children and refs of each node are
 # index lookups too, however wrong the statistics (a parent_id that looks
-# shared by the whole space would otherwise make each a scan of it).
+# shared by the whole space would otherwise make each a scan of it). JIT off: before
+# PostgreSQL 18 each disabled node a plan cannot avoid adds 10^10 to its cost, past
+# jit_above_cost, and compiling costs more than the walk.
 WALK_PLANS = """
 SET LOCAL enable_seqscan = off;
 SET LOCAL enable_bitmapscan = off;
 SET LOCAL enable_hashjoin = off;
-SET LOCAL enable_mergejoin = off
+SET LOCAL enable_mergejoin = off;
+SET LOCAL jit = off
 """
 
 # The key ListAncestors tokens are signed with (global: one per deployment).

@@ -62,9 +62,12 @@ LIMIT $3
 # on Citus they reach the worker that runs the walk (the database's default
 # citus.propagate_set_commands = 'local', stello.distribution.plan), which otherwise plans it
 # from statistics taken while the shard was small (10 s for 2,001 rows of a chain, measured).
+# JIT off: before PostgreSQL 18 a sort no plan avoids adds 10^10 to the plan's cost, past
+# jit_above_cost, and compiling costs more than the walk (tests/kernel/db/test_planner_settings.py).
 _TREE_SETTINGS = """
 SET LOCAL plan_cache_mode = force_custom_plan;
 SET LOCAL enable_sort = off;
+SET LOCAL jit = off;
 SET LOCAL statement_timeout = {timeout_ms:d}
 """
 
