@@ -229,6 +229,16 @@ class TurnRepository:
         self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID, ttl_s: int
     ) -> tuple[bool, datetime | None]:
         """(found, expiry when the lease was taken; None while another lease lives)."""
+        found, expires_at = await self._begin_once(space_id, session_id, token, ttl_s)
+        if found and expires_at is None:
+            # As `renew`: the UPDATE may have waited for a delete that hid the session,
+            # which this statement's snapshot does not see; a new one does.
+            found, expires_at = await self._begin_once(space_id, session_id, token, ttl_s)
+        return found, expires_at
+
+    async def _begin_once(
+        self, space_id: uuid.UUID, session_id: uuid.UUID, token: uuid.UUID, ttl_s: int
+    ) -> tuple[bool, datetime | None]:
         row = await self._con.fetchrow(BEGIN_TURN, space_id, session_id, token, float(ttl_s))
         assert row is not None
         return bool(row["found"]), row["expires_at"]

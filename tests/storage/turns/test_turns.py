@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 import asyncpg
 import grpc
@@ -20,6 +22,7 @@ from tests.support.history import waiting_on_a_lock
 pytestmark = pytest.mark.sql
 
 Stub = storage_pb2_grpc.SessionStorageStub
+T = TypeVar("T")
 
 
 async def begin(
@@ -59,7 +62,36 @@ EXPIRY = "SELECT turn_expires_at FROM sessions WHERE space_id = $1 AND id = $2"
 HIDE = "UPDATE sessions SET provisional_until = 'infinity' WHERE space_id = $1 AND id = $2"
 
 
+async def during_a_delete(
+    pool: asyncpg.Pool, space: TestSpace, sid: uuid.UUID, call: Awaitable[T]
+) -> T:
+    """`call` started while a transaction holds the session hidden (HIDE), that transaction
+    committed once the call waits for its row lock (on every node: on Citus the statement
+    waits on a worker) or ended; the call's result."""
+    async with pool.acquire() as deleter:
+        deleting = deleter.transaction()
+        await deleting.start()
+        await deleter.execute(HIDE, space.id, sid)
+        task = asyncio.ensure_future(call)
+        while True:
+            if await waiting_on_a_lock(pool) or task.done():
+                break
+            await asyncio.sleep(0.01)
+        await deleting.commit()
+    return await task
+
+
 class TestBeginTurn:
+    async def test_a_begin_that_waited_for_the_delete_is_not_found(
+        self, stub: Stub, space: TestSpace, make_session: MakeSession, pool: asyncpg.Pool
+    ) -> None:
+        """A BeginTurn that waits on the row while a delete hides the session answers
+        NOT_FOUND once the delete commits, not TURN_IN_PROGRESS (its snapshot, taken before
+        the delete committed, still saw the session)."""
+        sid = await make_session()
+        err = await rpc_error(during_a_delete(pool, space, sid, begin(stub, space, str(sid))))
+        assert err.code() == grpc.StatusCode.NOT_FOUND
+
     async def test_lease_has_token_and_expiry(
         self, stub: Stub, space: TestSpace, make_session: MakeSession
     ) -> None:
@@ -201,17 +233,9 @@ class TestRenewTurn:
         session), which the gateway takes for another turn's: stop 71's CI failed on it."""
         sid = await make_session()
         lease = await begin(stub, space, str(sid))
-        async with pool.acquire() as deleter:
-            deleting = deleter.transaction()
-            await deleting.start()
-            await deleter.execute(HIDE, space.id, sid)
-            renewal = asyncio.ensure_future(renew(stub, space, str(sid), lease.token))
-            while True:  # on every node: on Citus the UPDATE waits on a worker
-                if await waiting_on_a_lock(pool) or renewal.done():
-                    break
-                await asyncio.sleep(0.01)
-            await deleting.commit()
-        err = await rpc_error(renewal)
+        err = await rpc_error(
+            during_a_delete(pool, space, sid, renew(stub, space, str(sid), lease.token))
+        )
         assert err.code() == grpc.StatusCode.NOT_FOUND
 
     @pytest.mark.parametrize("token", [None, "not-a-token"], ids=["released", "opaque"])
