@@ -10,8 +10,9 @@ a bounded number of rows, then the view's records (never the space's matches) wh
 not fill the page. RELEVANCE ranks a bounded number of the newest matches, found the same
 way (the space's or the view's newest records, bounded; then the GIN, or the view's
 records), the GIN taken before a probe of the space or a tree when it holds fewer matches
-than that probe would read (a bounded count; before the first, only for a word a small
-sample of the space's newest records found rare). Keyset paging on the order's columns.
+than that probe would read (a bounded count; before the first, only in a small space, for a
+word a small sample of its newest records found rare). Keyset paging on the order's
+columns.
 """
 
 from __future__ import annotations
@@ -39,9 +40,9 @@ all old (the probes did not fill the page), is served by the GIN plan after the 
 bounded reads: its matches, never the space."""
 
 RELEVANCE_GIN_MATCH_COST = 20
-"""Before its first probe (a word its sample found rare: RELEVANCE_SAMPLE) and its second, a
-RELEVANCE page counts the space's matches up to the records that probe should read over
-this; fewer, the GIN serves the page. A match counted
+"""Before its first probe (in a small space, a word its sample found rare: RELEVANCE_SAMPLE)
+and its second, a RELEVANCE page counts the space's matches up to the records that probe
+should read over this; fewer, the GIN serves the page. A match counted
 (GIN_MATCHES_UP_TO) then read and sorted (_GIN_CANDIDATES) costs about 10 records read
 newest first, the count about half of it (bench/bench_search.py, a 1% word over 1,000,000
 records: ~4.8 us a match, ~0.4 us a record): with 20, the GIN is taken where it costs at
@@ -52,14 +53,16 @@ RELEVANCE_SAMPLE = 10
 """Candidates per record of the sample a RELEVANCE page of the space or a tree reads before
 its first probe: 100 of the space's newest records for 1,000 candidates, a hundredth of what
 that probe reads at most (NEWEST_PROBE_FIRST per candidate), 3% of what it reads for a word
-in 1 record of 3 (its candidates found in ~3,333). When they are all read (the
-space holds more) and fewer than 1 of NEWEST_PROBE_FIRST of them hold the word (the first
-probe would not find the candidates: it would read the whole space, or its bound), the
-space's matches are counted first (SAMPLED_MATCHES_UP_TO), up to the first probe's records
-over RELEVANCE_GIN_MATCH_COST; fewer, the GIN serves the candidates and no probe runs (a
-word in 1 of 100 records of a space of 10,000: its 100 matches, not the space). A word in
-more of the sample, as a common one, is probed without being counted (its posting list,
-which grows with the space, is not read)."""
+in 1 record of 3 (its candidates found in ~3,333). When they are all read (the space holds
+more), fewer than 1 of NEWEST_PROBE_FIRST of them hold the word (the first probe would not
+find the candidates: it would read the whole space, or its bound) and the space is small
+(its sessions, fewer than the count's bound, hold at most the first probe's records: it
+would read them all), the space's matches are counted first (SAMPLED_MATCHES_UP_TO), up to
+the first probe's records over RELEVANCE_GIN_MATCH_COST; fewer, the GIN serves the
+candidates and no probe runs (a word in 1 of 100 records of a space of 10,000: its 100
+matches, not the space). A word in more of the sample, as a common one, is probed without
+being counted; so is any word of a bigger space, whose posting tree in the GIN, read whole
+by a count whatever its bound, costs more than the first probe there."""
 
 RELEVANCE_CANDIDATES = 1000
 """Matches a RELEVANCE walk ranks: the newest visible ones of its scope written up to its
@@ -70,20 +73,20 @@ RELEVANCE_CANDIDATES as the rows wanted: the scope's records up to the horizon n
 NEWEST_PROBE_FIRST per candidate, then NEWEST_PROBE_ROWS when the word looked common enough
 (a word in 1 of 3 records: about 3,000 records read, however many its matches), then the
 GIN's matches sorted by their keys (narrow rows) for a word rarer than that, or in a session's
-view all its records up to the horizon. Before the first probe of the space or a tree, a
-word in fewer than 1 of NEWEST_PROBE_FIRST records of a sample of the space's newest
-(RELEVANCE_SAMPLE) has the space's matches up to the horizon counted through the GIN
-(SAMPLED_MATCHES_UP_TO), up to that probe's records over RELEVANCE_GIN_MATCH_COST: fewer,
-the GIN serves the candidates and no probe runs (a word in 1 of 100 records of a space of
-10,000: the sample's 100 records and its 100 matches, where the first probe read the
-whole space to find them). Before the second probe, the space's matches are counted again
+view all its records up to the horizon. Before the first probe of a small space (its
+sessions hold no more records than that probe reads) or a tree of it, a word in fewer than
+1 of NEWEST_PROBE_FIRST records of a sample of the space's newest (RELEVANCE_SAMPLE) has
+the space's matches up to the horizon counted through the GIN (SAMPLED_MATCHES_UP_TO), up
+to that probe's records over RELEVANCE_GIN_MATCH_COST: fewer, the GIN serves the
+candidates and no probe runs (a word in 1 of 100 records of a space of 10,000: the
+sample's 100 records and its 100 matches, where the first probe read the whole space to
+find them). Before the second probe, the space's matches are counted
 (GIN_MATCHES_UP_TO), up to the records that probe should read (RELEVANCE_CANDIDATES over
 the word's share of the first probe's records) over RELEVANCE_GIN_MATCH_COST: when they
 are fewer, the GIN serves the candidates, the cheaper (a 1% word in a space of 100,000:
 its 1,000 matches, not the space). Either way the reads are bounded by the probe's
 records, never the space's size: at most a twentieth of them as matches counted, then the
-probe's records or fewer matches read; a word common in the sample is not counted (its
-posting list, which grows with the space, is not read)."""
+probe's records or fewer matches read."""
 
 # Shared by the statements below: $1 space, $2 session (the scope, or NULL), $3 the tsquery
 # (its terms normalised by NORMALISED: SearchQuery.normalised), $4 root (or NULL), $5..$8 the
@@ -271,13 +274,21 @@ _PROBE_COMPLETE = """c.found = $10 OR (
 # tree's scope too: visibility is looked up after).
 # RELEVANCE of the space or a tree, before its first probe: the space's $5 newest records
 # up to the horizon ($3; NULL: now) read as the probe reads them (`records_newest`), the word
-# (the tsquery $2) checked on each; when they are $5 (the space holds more) and fewer than
-# 1 of $6 (NEWEST_PROBE_FIRST) hold it, the space's matches up to the horizon counted up to
-# $4 as GIN_MATCHES_UP_TO counts them (its InitPlan run only then); else NULL, not counted (a
-# word common enough for the first probe, whose posting list is not read; or a space the
-# first probe reads whole in fewer than $5 records).
+# (the tsquery $2) checked on each; when they are $5 (the space holds more), fewer than 1 of
+# $6 (NEWEST_PROBE_FIRST) hold it, and the space is small (fewer than $4 sessions, by
+# `sessions`' primary key, whose last_seq add up to at most $7, the first probe's records:
+# the records they hold, or fewer), the space's matches up to the horizon counted up to $4
+# as GIN_MATCHES_UP_TO counts them (each InitPlan run only when the conditions before it
+# held); else NULL, not counted: a word common enough for the first probe, or a space it
+# reads whole in fewer than $5 records, or one too big to know cheaply (the GIN's bitmap
+# reads the space's posting tree, which grows with the space: ~4.7 ms for the 10,000
+# matches of a space of 1,000,000 records, more than the first probe; measured by
+# bench/bench_search.py).
 SAMPLED_MATCHES_UP_TO = """
-SELECT CASE WHEN s.records = $5 AND s.hits * $6 < $5 THEN (
+SELECT CASE WHEN s.records = $5 AND s.hits * $6 < $5 AND (
+    SELECT count(*) < $4 AND coalesce(sum(z.last_seq), 0) <= $7 FROM (
+        SELECT g.last_seq FROM sessions g WHERE g.space_id = $1 LIMIT $4
+    ) z) THEN (
     SELECT count(*) FROM (
         SELECT FROM records r
         WHERE r.space_id = $1 AND r.search_vector @@ $2::tsquery
@@ -637,13 +648,23 @@ class SearchRepository:
         """Whether the space holds fewer matches up to the walk's horizon than the first
         probe's records over RELEVANCE_GIN_MATCH_COST, counted (SAMPLED_MATCHES_UP_TO) only
         when the word is in fewer than 1 of NEWEST_PROBE_FIRST records of a sample of the
-        space's newest (RELEVANCE_SAMPLE): the GIN, the cheaper, then serves the candidates."""
+        space's newest (RELEVANCE_SAMPLE) and the space's sessions, fewer than that bound,
+        hold no more records than the first probe reads: the GIN, the cheaper, then serves
+        the candidates."""
         space_id, tsquery, wanted, horizon = ranked[0], ranked[2], ranked[9], ranked[10]
         assert isinstance(wanted, int)
-        limit = NEWEST_PROBE_FIRST * wanted // RELEVANCE_GIN_MATCH_COST
+        first = NEWEST_PROBE_FIRST * wanted
+        limit = first // RELEVANCE_GIN_MATCH_COST
         sample = max(1, wanted // RELEVANCE_SAMPLE)
         count = await self._con.fetchval(
-            SAMPLED_MATCHES_UP_TO, space_id, tsquery, horizon, limit, sample, NEWEST_PROBE_FIRST
+            SAMPLED_MATCHES_UP_TO,
+            space_id,
+            tsquery,
+            horizon,
+            limit,
+            sample,
+            NEWEST_PROBE_FIRST,
+            first,
         )
         return count is not None and int(count) < limit
 

@@ -238,18 +238,17 @@ async def test_relevance_walks_rank_the_plain_answer_s_candidates(
     scope: str,
     word: str,
 ) -> None:
-    """With 100 candidates (a sample of 10 records, probes of 1,000 and 20,000) over 10,000
-    records, a RELEVANCE walk in pages of 9 is the plain answer (the newest visible matches
-    of the scope, ranked), each once, whatever the word: in 1 of 3 records (the first
-    probe), in 1 of 37 (in the sample: not counted first; its 271 matches counted against a
-    twentieth of the records the second probe would read, RELEVANCE_GIN_MATCH_COST: more
-    than the space's ~200, the second probe; fewer than the tree's ~500, the GIN), in 1 of
-    50 of the newest and in the 6,000 oldest (none in the sample: counted, more than a
-    twentieth of the first probe's 1,000; then the second probe: the GIN holds more), in 10
-    (none in the sample, fewer than 50 counted: the GIN, no probe), in the 1,200 oldest
-    (counted, then the GIN: the probes find none), in none (the GIN, no probe); in the
-    space and in a root's tree (a hidden child's records left out), while records that
-    would rank first are appended between its pages."""
+    """With 100 candidates (probes of 1,000 and 20,000 records) over 10,000 records, a
+    RELEVANCE walk in pages of 9 is the plain answer (the newest visible matches of the
+    scope, ranked), each once, whatever the word: in 1 of 3 records (the first probe),
+    in 1 of 37 (its 271 matches counted against a twentieth of the records the second
+    probe would read, RELEVANCE_GIN_MATCH_COST: more than the space's ~200, the second
+    probe; fewer than the tree's ~500, the GIN), in 1 of 50 of the newest and in the 6,000
+    oldest (the second probe: the GIN holds more), in 10 (the GIN), in the 1,200 oldest
+    (the GIN: the probes find none), in none; in the space and in a root's tree (a hidden
+    child's records left out), while records that would rank first are appended between
+    its pages. No word is counted before the first probe: the space's sessions hold more
+    records than it reads (RELEVANCE_SAMPLE)."""
     monkeypatch.setattr(repository, "RELEVANCE_CANDIDATES", 100)
     seen = await space_of(make_session, pool, space)
     await seeded(pool, space, seen, 10_000)
@@ -268,9 +267,10 @@ async def test_a_rare_word_s_relevance_walk_in_a_small_space_is_the_gin_s_plain_
     pool: asyncpg.Pool,
 ) -> None:
     """A RELEVANCE walk in pages of 3 of a word in 1 record of 150 over 3,000 records (in
-    none of the sample of the space's newest, and fewer matches than a twentieth of the
-    first probe's records: the GIN serves every page, no probe) is the plain answer, each
-    once, while records that would rank first are appended between its pages."""
+    none of the sample of the space's newest, in a space whose sessions hold fewer records
+    than the first probe reads, and fewer matches than a twentieth of them: the GIN serves
+    every page, no probe) is the plain answer, each once, while records that would rank
+    first are appended between its pages."""
     seen = await space_of(make_session, pool, space)
     await seeded(pool, space, seen, 3_000)
     expected = await ranked(pool, space, "wren")
@@ -360,9 +360,9 @@ async def test_a_small_space_s_relevance_page_reads_its_matches_not_the_space(
     """A RELEVANCE page of 20 of a word in 1 record of 37 in a space of 5,000 records (136
     matches, far fewer than the RELEVANCE_CANDIDATES; the first probe would read the whole
     space to find them all) reads from `records` (heap and indexes) a small sample of the
-    space's newest records, then its matches (counted, then read through the GIN) and the
-    page's records: about its matches, not the space's 5,000 records; the hits are the plain
-    answer's."""
+    space's newest records, then (its sessions holding fewer records than the first probe
+    reads) its matches, counted, then read through the GIN, and the page's records: about
+    its matches, not the space's 5,000 records; the hits are the plain answer's."""
     seen = await space_of(make_session, pool, space)
     counter = await asyncpg.connect(direct_database_url)
     try:
