@@ -9,8 +9,10 @@ view reads each part of the view newest first (`records_session_newest`, migrati
 a bounded number of rows, then the view's records (never the space's matches) when that did
 not fill the page. RELEVANCE ranks a bounded number of the newest matches, found the same
 way (the space's or the view's newest records, bounded; then the GIN, or the view's
-records), the GIN taken before the second probe when it holds fewer matches than that probe
-would read (a bounded count). Keyset paging on the order's columns.
+records), the GIN taken before a probe of the space or a tree when it holds fewer matches
+than that probe would read (a bounded count; before the first, only in a small space, for a
+word a small sample of its newest records found rare). Keyset paging on the order's
+columns.
 """
 
 from __future__ import annotations
@@ -38,13 +40,29 @@ all old (the probes did not fill the page), is served by the GIN plan after the 
 bounded reads: its matches, never the space."""
 
 RELEVANCE_GIN_MATCH_COST = 20
-"""Before its second probe, a RELEVANCE page counts the space's matches up to the records
-that probe should read over this; fewer, the GIN serves the page. A match counted
+"""Before its first probe (in a small space, a word its sample found rare: RELEVANCE_SAMPLE)
+and its second, a RELEVANCE page counts the space's matches up to the records that probe
+should read over this; fewer, the GIN serves the page. A match counted
 (GIN_MATCHES_UP_TO) then read and sorted (_GIN_CANDIDATES) costs about 10 records read
 newest first, the count about half of it (bench/bench_search.py, a 1% word over 1,000,000
 records: ~4.8 us a match, ~0.4 us a record): with 20, the GIN is taken where it costs at
 most half the probe, and a count that finds more costs at most about a third of the probe
 (the price of asking, in a space too big for the GIN)."""
+
+RELEVANCE_SAMPLE = 10
+"""Candidates per record of the sample a RELEVANCE page of the space or a tree reads before
+its first probe: 100 of the space's newest records for 1,000 candidates, a hundredth of what
+that probe reads at most (NEWEST_PROBE_FIRST per candidate), 3% of what it reads for a word
+in 1 record of 3 (its candidates found in ~3,333). When they are all read (the space holds
+more), fewer than 1 of NEWEST_PROBE_FIRST of them hold the word (the first probe would not
+find the candidates: it would read the whole space, or its bound) and the space is small
+(its sessions, fewer than the count's bound, hold at most the first probe's records: it
+would read them all), the space's matches are counted first (SAMPLED_MATCHES_UP_TO), up to
+the first probe's records over RELEVANCE_GIN_MATCH_COST; fewer, the GIN serves the
+candidates and no probe runs (a word in 1 of 100 records of a space of 10,000: its 100
+matches, not the space). A word in more of the sample, as a common one, is probed without
+being counted; so is any word of a bigger space, whose posting tree in the GIN, read whole
+by a count whatever its bound, costs more than the first probe there."""
 
 RELEVANCE_CANDIDATES = 1000
 """Matches a RELEVANCE walk ranks: the newest visible ones of its scope written up to its
@@ -55,14 +73,19 @@ RELEVANCE_CANDIDATES as the rows wanted: the scope's records up to the horizon n
 NEWEST_PROBE_FIRST per candidate, then NEWEST_PROBE_ROWS when the word looked common enough
 (a word in 1 of 3 records: about 3,000 records read, however many its matches), then the
 GIN's matches sorted by their keys (narrow rows) for a word rarer than that, or in a session's
-view all its records up to the horizon. Before the second probe of the space or a tree, the
-space's matches up to the horizon are counted through the GIN (GIN_MATCHES_UP_TO), up to
-the records that probe should read (RELEVANCE_CANDIDATES over the word's share of the first
-probe's records) over RELEVANCE_GIN_MATCH_COST: when they are fewer, the GIN serves the
-candidates, the cheaper (a word in 1 of 150 records of a space of 10,000: its 67 matches,
-where the probe read the whole space to find them all; a 1% word in a space of 100,000:
-its 1,000 matches, not the space). Either way the reads are bounded by the share the
-first probe saw, never the space's size: at most that many matches counted, then the
+view all its records up to the horizon. Before the first probe of a small space (its
+sessions hold no more records than that probe reads) or a tree of it, a word in fewer than
+1 of NEWEST_PROBE_FIRST records of a sample of the space's newest (RELEVANCE_SAMPLE) has
+the space's matches up to the horizon counted through the GIN (SAMPLED_MATCHES_UP_TO), up
+to that probe's records over RELEVANCE_GIN_MATCH_COST: fewer, the GIN serves the
+candidates and no probe runs (a word in 1 of 100 records of a space of 10,000: the
+sample's 100 records and its 100 matches, where the first probe read the whole space to
+find them). Before the second probe, the space's matches are counted
+(GIN_MATCHES_UP_TO), up to the records that probe should read (RELEVANCE_CANDIDATES over
+the word's share of the first probe's records) over RELEVANCE_GIN_MATCH_COST: when they
+are fewer, the GIN serves the candidates, the cheaper (a 1% word in a space of 100,000:
+its 1,000 matches, not the space). Either way the reads are bounded by the probe's
+records, never the space's size: at most a twentieth of them as matches counted, then the
 probe's records or fewer matches read."""
 
 # Shared by the statements below: $1 space, $2 session (the scope, or NULL), $3 the tsquery
@@ -249,6 +272,41 @@ _PROBE_COMPLETE = """c.found = $10 OR (
 # the GIN plan under custom and generic plans, statistics fresh or stale). It is the GIN
 # plan's count (_GIN_CANDIDATES reads every match of the space up to the horizon, in a
 # tree's scope too: visibility is looked up after).
+# RELEVANCE of the space or a tree, before its first probe: the space's $5 newest records
+# up to the horizon ($3; NULL: now) read as the probe reads them (`records_newest`), the word
+# (the tsquery $2) checked on each; when they are $5 (the space holds more), fewer than 1 of
+# $6 (NEWEST_PROBE_FIRST) hold it, and the space is small (fewer than $4 sessions, by
+# `sessions`' primary key, whose last_seq add up to at most $7, the first probe's records:
+# the records they hold, or fewer), the space's matches up to the horizon counted up to $4
+# as GIN_MATCHES_UP_TO counts them (each InitPlan run only when the conditions before it
+# held); else NULL, not counted: a word common enough for the first probe, or a space it
+# reads whole in fewer than $5 records, or one too big to know cheaply (the GIN's bitmap
+# reads the space's posting tree, which grows with the space: ~4.7 ms for the 10,000
+# matches of a space of 1,000,000 records, more than the first probe; measured by
+# bench/bench_search.py).
+SAMPLED_MATCHES_UP_TO = """
+SELECT CASE WHEN s.records = $5 AND s.hits * $6 < $5 AND (
+    SELECT count(*) < $4 AND coalesce(sum(z.last_seq), 0) <= $7 FROM (
+        SELECT g.last_seq FROM sessions g WHERE g.space_id = $1 LIMIT $4
+    ) z) THEN (
+    SELECT count(*) FROM (
+        SELECT FROM records r
+        WHERE r.space_id = $1 AND r.search_vector @@ $2::tsquery
+          AND r.created_at <= coalesce($3::timestamptz, now())
+        LIMIT $4
+    ) m) END AS matches
+FROM (
+    SELECT count(*) AS records, count(*) FILTER (WHERE x.hit) AS hits
+    FROM (
+        SELECT r.search_vector @@ $2::tsquery AS hit
+        FROM records r
+        WHERE r.space_id = $1 AND r.created_at <= coalesce($3::timestamptz, now())
+        ORDER BY r.created_at DESC, r.session_id DESC, r.seq DESC
+        LIMIT $5
+    ) x
+) s
+"""
+
 GIN_MATCHES_UP_TO = """
 SELECT count(*) FROM (
     SELECT FROM records r
@@ -576,10 +634,13 @@ class SearchRepository:
     async def _relevance(self, ranked: tuple[object, ...]) -> list[asyncpg.Record]:
         """A RELEVANCE page (`ranked`: the parameters $1..$11) whose candidates the probes
         found (the scope's newest records, or a session's view part by part), else the
-        GIN's (the space or a tree: also when it holds fewer matches than the second probe
-        would read, _few_matches) or the whole view's read."""
+        GIN's (the space or a tree: also when it holds fewer matches than the first probe
+        would read, of a word rare in a sample, _sampled_few, or than the second probe would,
+        _few_matches) or the whole view's read."""
         in_view = ranked[1] is not None
         probe = SEARCH_RECORDS[(in_view, "relevance" if in_view else "relevance probe")]
+        if not in_view and await self._sampled_few(ranked):
+            return list(await self._con.fetch(SEARCH_RECORDS[(False, "relevance")], *ranked))
         few = None if in_view else self._few_matches(ranked)
         page = await self._probed(probe, ranked, RELEVANCE_CANDIDATES, ranked=True, few=few)
         if page is not None:
@@ -587,6 +648,30 @@ class SearchRepository:
         if in_view:
             return list(await self._con.fetch(probe, *ranked, None))
         return list(await self._con.fetch(SEARCH_RECORDS[(False, "relevance")], *ranked))
+
+    async def _sampled_few(self, ranked: tuple[object, ...]) -> bool:
+        """Whether the space holds fewer matches up to the walk's horizon than the first
+        probe's records over RELEVANCE_GIN_MATCH_COST, counted (SAMPLED_MATCHES_UP_TO) only
+        when the word is in fewer than 1 of NEWEST_PROBE_FIRST records of a sample of the
+        space's newest (RELEVANCE_SAMPLE) and the space's sessions, fewer than that bound,
+        hold no more records than the first probe reads: the GIN, the cheaper, then serves
+        the candidates."""
+        space_id, tsquery, wanted, horizon = ranked[0], ranked[2], ranked[9], ranked[10]
+        assert isinstance(wanted, int)
+        first = NEWEST_PROBE_FIRST * wanted
+        limit = first // RELEVANCE_GIN_MATCH_COST
+        sample = max(1, wanted // RELEVANCE_SAMPLE)
+        count = await self._con.fetchval(
+            SAMPLED_MATCHES_UP_TO,
+            space_id,
+            tsquery,
+            horizon,
+            limit,
+            sample,
+            NEWEST_PROBE_FIRST,
+            first,
+        )
+        return count is not None and int(count) < limit
 
     def _few_matches(self, ranked: tuple[object, ...]) -> Callable[[int], Awaitable[bool]]:
         """Whether the space holds fewer than `limit` matches up to the walk's horizon

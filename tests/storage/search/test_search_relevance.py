@@ -5,7 +5,8 @@ the walk's horizon. They were found by reading every match of the word from the 
 sorting them by their keys (a word in 1 record of 3 over 50,000 records: 16,667 matches
 for a page of 20); they are now found as NEWEST finds a page: the scope's records newest
 first with the word checked on each (a session's view part by part), a bounded number of
-them, and the GIN only for a word those probes found rare. The ranked set is the same:
+them, and the GIN only for a word those probes (or, before them, a sample of the space's
+newest records and a bounded count of its matches) found rare. The ranked set is the same:
 walks are compared with the plain answer (the newest visible matches by SQL, ranked).
 Tuples read are counted in PostgreSQL's statistics (pg_stat), not time.
 """
@@ -246,7 +247,8 @@ async def test_relevance_walks_rank_the_plain_answer_s_candidates(
     oldest (the second probe: the GIN holds more), in 10 (the GIN), in the 1,200 oldest
     (the GIN: the probes find none), in none; in the space and in a root's tree (a hidden
     child's records left out), while records that would rank first are appended between
-    its pages."""
+    its pages. No word is counted before the first probe: the space's sessions hold more
+    records than it reads (RELEVANCE_SAMPLE)."""
     monkeypatch.setattr(repository, "RELEVANCE_CANDIDATES", 100)
     seen = await space_of(make_session, pool, space)
     await seeded(pool, space, seen, 10_000)
@@ -256,6 +258,24 @@ async def test_relevance_walks_rank_the_plain_answer_s_candidates(
     assert await walk(stub, space, word, seen.sessions[0], 9, **fields) == expected
     if scope == "space":
         assert len(expected) == {"zanzibar": 9, "nowhere": 0}.get(word, 100)
+
+
+async def test_a_rare_word_s_relevance_walk_in_a_small_space_is_the_gin_s_plain_answer(
+    stub: Stub,
+    space: TestSpace,
+    make_session: MakeSession,
+    pool: asyncpg.Pool,
+) -> None:
+    """A RELEVANCE walk in pages of 3 of a word in 1 record of 150 over 3,000 records (in
+    none of the sample of the space's newest, in a space whose sessions hold fewer records
+    than the first probe reads, and fewer matches than a twentieth of them: the GIN serves
+    every page, no probe) is the plain answer, each once, while records that would rank
+    first are appended between its pages."""
+    seen = await space_of(make_session, pool, space)
+    await seeded(pool, space, seen, 3_000)
+    expected = await ranked(pool, space, "wren")
+    assert len(expected) == 20  # records 0, 150, .. 2,850: all the root's
+    assert await walk(stub, space, "wren", seen.sessions[0], 3) == expected
 
 
 @pytest.mark.parametrize("word", ["kettle", "dusk", "oldword"])
@@ -324,3 +344,41 @@ async def test_a_mid_frequency_word_s_relevance_page_reads_its_matches_not_the_s
     # space's other 9,000 records (the second probe read the whole space).
     first_probe = 4 * NEWEST_PROBE_FIRST * 100
     assert read[0] <= first_probe + 6 * matches + 2 * 21, read[0]
+
+
+@pytest.mark.plain_postgres(
+    "counts the tuples read in the statistics of the database it connects to; on Citus "
+    "the coordinator reads none, the workers' shards do"
+)
+async def test_a_small_space_s_relevance_page_reads_its_matches_not_the_space(
+    stub: Stub,
+    space: TestSpace,
+    make_session: MakeSession,
+    pool: asyncpg.Pool,
+    direct_database_url: str,
+) -> None:
+    """A RELEVANCE page of 20 of a word in 1 record of 37 in a space of 5,000 records (136
+    matches, far fewer than the RELEVANCE_CANDIDATES; the first probe would read the whole
+    space to find them all) reads from `records` (heap and indexes) a small sample of the
+    space's newest records, then (its sessions holding fewer records than the first probe
+    reads) its matches, counted, then read through the GIN, and the page's records: about
+    its matches, not the space's 5,000 records; the hits are the plain answer's."""
+    seen = await space_of(make_session, pool, space)
+    counter = await asyncpg.connect(direct_database_url)
+    try:
+        async with no_autovacuum_of_records(counter):
+            await seeded(pool, space, seen, 5_000)
+            expected = await ranked(pool, space, "kettle")
+            await page(stub, space, "dusk", order=RELEVANCE)  # connections warmed
+            read, reply = await records_read_by(
+                counter, page(stub, space, "kettle", page_size=20, order=RELEVANCE)
+            )
+    finally:
+        await counter.close()
+    assert keys(reply) == expected[:20]
+    matches = 5_000 // 37 + 1
+    # The sample (index and heap), each match counted then read through the GIN (index
+    # and heap, twice, and its vector by its row: within 6 tuples a match), and the page's
+    # records; never the space's other records.
+    sample = 2 * RELEVANCE_CANDIDATES // NEWEST_PROBE_FIRST
+    assert read[0] <= sample + 6 * matches + 2 * 21, read[0]
