@@ -41,6 +41,11 @@ from tests.support.fixtures import MakeSession, TestSpace
 
 pytestmark = pytest.mark.sql
 
+COUNTS_TUPLES = pytest.mark.plain_postgres(
+    "counts the tuples read in the statistics of the database it connects to; on Citus "
+    "the coordinator reads none, the workers' shards do"
+)
+
 RELEVANCE = common_pb2.SEARCH_ORDER_RELEVANCE
 OLD = 1_200  # "oldword" in the OLD oldest records
 EBB = 6_000  # "ebb" in every one of the EBB oldest records
@@ -142,10 +147,7 @@ async def walk(
         n += 1
 
 
-@pytest.mark.plain_postgres(
-    "counts the tuples read in the statistics of the database it connects to; on Citus "
-    "the coordinator reads none, the workers' shards do"
-)
+@COUNTS_TUPLES
 async def test_a_common_word_s_relevance_page_reads_the_same_in_a_space_ten_times_larger(
     stub: Stub,
     space: TestSpace,
@@ -187,10 +189,7 @@ async def test_a_common_word_s_relevance_page_reads_the_same_in_a_space_ten_time
     assert large <= 2 * (RELEVANCE_CANDIDATES * 10 // 3 + 100) + 2 * 21, reads
 
 
-@pytest.mark.plain_postgres(
-    "counts the tuples read in the statistics of the database it connects to; on Citus "
-    "the coordinator reads none, the workers' shards do"
-)
+@COUNTS_TUPLES
 async def test_a_session_s_relevance_page_reads_the_same_when_the_rest_of_the_space_grows(
     stub: Stub,
     space: TestSpace,
@@ -303,10 +302,34 @@ async def test_a_session_s_relevance_walks_rank_the_plain_answer_s_candidates(
     assert NEWEST_PROBE_FIRST * candidates < 1_000  # the child's own part is not read whole
 
 
-@pytest.mark.plain_postgres(
-    "counts the tuples read in the statistics of the database it connects to; on Citus "
-    "the coordinator reads none, the workers' shards do"
-)
+async def first_page_read(
+    stub: Stub,
+    space: TestSpace,
+    make_session: MakeSession,
+    pool: asyncpg.Pool,
+    direct_database_url: str,
+    records: int,
+    word: str,
+) -> tuple[tuple[int, int, int], list[tuple[str, int]], list[tuple[str, int]]]:
+    """In a space seeded with `records` (`seeded`), what a RELEVANCE page of 20 of `word`
+    read of `records` (`records_read_by`, its connections warmed first), the page's hits
+    and the plain answer's."""
+    seen = await space_of(make_session, pool, space)
+    counter = await asyncpg.connect(direct_database_url)
+    try:
+        async with no_autovacuum_of_records(counter):
+            await seeded(pool, space, seen, records)
+            expected = await ranked(pool, space, word)
+            await page(stub, space, "dusk", order=RELEVANCE)  # connections warmed
+            read, reply = await records_read_by(
+                counter, page(stub, space, word, page_size=20, order=RELEVANCE)
+            )
+    finally:
+        await counter.close()
+    return read, keys(reply), expected
+
+
+@COUNTS_TUPLES
 async def test_a_mid_frequency_word_s_relevance_page_reads_its_matches_not_the_space(
     stub: Stub,
     space: TestSpace,
@@ -324,19 +347,10 @@ async def test_a_mid_frequency_word_s_relevance_page_reads_its_matches_not_the_s
     (heap and indexes) are the first probe's and a small multiple of the matches, not the
     space's 10,000 records; the hits are the plain answer's."""
     monkeypatch.setattr(repository, "RELEVANCE_CANDIDATES", 100)
-    seen = await space_of(make_session, pool, space)
-    counter = await asyncpg.connect(direct_database_url)
-    try:
-        async with no_autovacuum_of_records(counter):
-            await seeded(pool, space, seen, 10_000)
-            expected = await ranked(pool, space, "wren")
-            await page(stub, space, "dusk", order=RELEVANCE)  # connections warmed
-            read, reply = await records_read_by(
-                counter, page(stub, space, "wren", page_size=20, order=RELEVANCE)
-            )
-    finally:
-        await counter.close()
-    assert keys(reply) == expected[:20]
+    read, hits, expected = await first_page_read(
+        stub, space, make_session, pool, direct_database_url, 10_000, "wren"
+    )
+    assert hits == expected[:20]
     matches = 10_000 // 150 + 1
     # The first probe's 1,000 records (index and heap, read, then counted to tell whether
     # they were all of the space's), then the matches counted and read through the GIN
@@ -346,10 +360,7 @@ async def test_a_mid_frequency_word_s_relevance_page_reads_its_matches_not_the_s
     assert read[0] <= first_probe + 6 * matches + 2 * 21, read[0]
 
 
-@pytest.mark.plain_postgres(
-    "counts the tuples read in the statistics of the database it connects to; on Citus "
-    "the coordinator reads none, the workers' shards do"
-)
+@COUNTS_TUPLES
 async def test_a_small_space_s_relevance_page_reads_its_matches_not_the_space(
     stub: Stub,
     space: TestSpace,
@@ -363,19 +374,10 @@ async def test_a_small_space_s_relevance_page_reads_its_matches_not_the_space(
     space's newest records, then (its sessions holding fewer records than the first probe
     reads) its matches, counted, then read through the GIN, and the page's records: about
     its matches, not the space's 5,000 records; the hits are the plain answer's."""
-    seen = await space_of(make_session, pool, space)
-    counter = await asyncpg.connect(direct_database_url)
-    try:
-        async with no_autovacuum_of_records(counter):
-            await seeded(pool, space, seen, 5_000)
-            expected = await ranked(pool, space, "kettle")
-            await page(stub, space, "dusk", order=RELEVANCE)  # connections warmed
-            read, reply = await records_read_by(
-                counter, page(stub, space, "kettle", page_size=20, order=RELEVANCE)
-            )
-    finally:
-        await counter.close()
-    assert keys(reply) == expected[:20]
+    read, hits, expected = await first_page_read(
+        stub, space, make_session, pool, direct_database_url, 5_000, "kettle"
+    )
+    assert hits == expected[:20]
     matches = 5_000 // 37 + 1
     # The sample (index and heap), each match counted then read through the GIN (index
     # and heap, twice, and its vector by its row: within 6 tuples a match), and the page's
