@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 import time
 import uuid
@@ -49,6 +50,7 @@ from tests.distribution.test_citus_services import SPACE_NODE
 from tests.support.citus import (
     CitusCluster,
     CitusNode,
+    LoggedError,
     citus_cluster,
     citus_skip_reason,
     logged_errors,
@@ -385,8 +387,21 @@ async def _outage(own_cluster: CitusCluster) -> AsyncIterator[dict[str, object]]
         (node.name, error.message, error.statement[:200])
         for node in own_cluster.nodes
         for error in unexpected_errors(logged_errors(node.log()))
+        if not _closed_by_the_stopped_worker(error, down_port)
     ]
     yield seen
+
+
+def _closed_by_the_stopped_worker(error: LoggedError, port: int) -> bool:
+    """A statement of the stranded space sent on a connection to the stopped worker that Citus
+    had cached: the first statement on it fails so, the next ones are refused (ALLOWED_ERRORS).
+    A stranded AppendRecords logged it in ci5 of stop 72 (and answered UNAVAILABLE, as
+    expected), which failed the pass."""
+    closed = (
+        rf"^connection to the remote node \S+@127\.0\.0\.1:{port} failed with the following "
+        "error: server closed the connection unexpectedly"
+    )
+    return re.match(closed, error.message) is not None
 
 
 WRITTEN = {
