@@ -107,7 +107,7 @@ VISIBLE = "SELECT count(*) FROM sessions WHERE space_id = $1 AND provisional_unt
 
 async def commit_a_child_while(
     pool: asyncpg.Pool,
-    watcher: asyncpg.Connection,
+    watcher: asyncpg.Connection | asyncpg.Pool,
     space_id: uuid.UUID,
     parent: uuid.UUID,
     child: uuid.UUID,
@@ -127,7 +127,7 @@ async def commit_a_child_while(
 
 async def hide_while(
     pool: asyncpg.Pool,
-    watcher: asyncpg.Connection,
+    watcher: asyncpg.Connection | asyncpg.Pool,
     space_id: uuid.UUID,
     session_id: uuid.UUID,
     start: Callable[[], Awaitable[asyncio.Task[T]]],
@@ -147,7 +147,7 @@ async def hide_while(
 
 async def commit_while(
     pool: asyncpg.Pool,
-    watcher: asyncpg.Connection,
+    watcher: asyncpg.Connection | asyncpg.Pool,
     write: Callable[[Con], Awaitable[None]],
     start: Callable[[], Awaitable[asyncio.Task[T]]],
 ) -> asyncio.Task[T]:

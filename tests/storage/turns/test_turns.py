@@ -17,7 +17,7 @@ from stello.storage.v1 import storage_pb2, storage_pb2_grpc
 from tests.storage.conftest import StubFor
 from tests.storage.helpers import rpc_error, state
 from tests.support.fixtures import MakeSession, TestSpace
-from tests.support.history import waiting_on_a_lock
+from tests.tree.conftest import hide_while
 
 pytestmark = pytest.mark.sql
 
@@ -57,28 +57,11 @@ EXPIRE = (
     "WHERE space_id = $1 AND id = $2"
 )
 EXPIRY = "SELECT turn_expires_at FROM sessions WHERE space_id = $1 AND id = $2"
-# What DeleteSubtree's hide does to a session row (tree_service.erasure), in a test's own
-# transaction so that it can be held open.
-HIDE = "UPDATE sessions SET provisional_until = 'infinity' WHERE space_id = $1 AND id = $2"
 
 
-async def during_a_delete(
-    pool: asyncpg.Pool, space: TestSpace, sid: uuid.UUID, call: Awaitable[T]
-) -> T:
-    """`call` started while a transaction holds the session hidden (HIDE), that transaction
-    committed once the call waits for its row lock (on every node: on Citus the statement
-    waits on a worker) or ended; the call's result."""
-    async with pool.acquire() as deleter:
-        deleting = deleter.transaction()
-        await deleting.start()
-        await deleter.execute(HIDE, space.id, sid)
-        task = asyncio.ensure_future(call)
-        while True:
-            if await waiting_on_a_lock(pool) or task.done():
-                break
-            await asyncio.sleep(0.01)
-        await deleting.commit()
-    return await task
+async def started(call: Awaitable[T]) -> asyncio.Task[T]:
+    """`call` as a task (`hide_while`'s `start`)."""
+    return asyncio.ensure_future(call)
 
 
 class TestBeginTurn:
@@ -89,7 +72,10 @@ class TestBeginTurn:
         NOT_FOUND once the delete commits, not TURN_IN_PROGRESS (its snapshot, taken before
         the delete committed, still saw the session)."""
         sid = await make_session()
-        err = await rpc_error(during_a_delete(pool, space, sid, begin(stub, space, str(sid))))
+        call = await hide_while(
+            pool, pool, space.id, sid, lambda: started(begin(stub, space, str(sid)))
+        )
+        err = await rpc_error(call)
         assert err.code() == grpc.StatusCode.NOT_FOUND
 
     async def test_lease_has_token_and_expiry(
@@ -233,9 +219,10 @@ class TestRenewTurn:
         session), which the gateway takes for another turn's: stop 71's CI failed on it."""
         sid = await make_session()
         lease = await begin(stub, space, str(sid))
-        err = await rpc_error(
-            during_a_delete(pool, space, sid, renew(stub, space, str(sid), lease.token))
+        call = await hide_while(
+            pool, pool, space.id, sid, lambda: started(renew(stub, space, str(sid), lease.token))
         )
+        err = await rpc_error(call)
         assert err.code() == grpc.StatusCode.NOT_FOUND
 
     @pytest.mark.parametrize("token", [None, "not-a-token"], ids=["released", "opaque"])
