@@ -272,6 +272,15 @@ _PROBE_COMPLETE = """c.found = $10 OR (
 # the GIN plan under custom and generic plans, statistics fresh or stale). It is the GIN
 # plan's count (_GIN_CANDIDATES reads every match of the space up to the horizon, in a
 # tree's scope too: visibility is looked up after).
+GIN_MATCHES_UP_TO = """
+SELECT count(*) FROM (
+    SELECT FROM records r
+    WHERE r.space_id = $1 AND r.search_vector @@ $2::tsquery
+      AND r.created_at <= coalesce($3::timestamptz, now())
+    LIMIT $4
+) m
+"""
+
 # RELEVANCE of the space or a tree, before its first probe: the space's $5 newest records
 # up to the horizon ($3; NULL: now) read as the probe reads them (`records_newest`), the word
 # (the tsquery $2) checked on each; when they are $5 (the space holds more), fewer than 1 of
@@ -284,17 +293,12 @@ _PROBE_COMPLETE = """c.found = $10 OR (
 # reads the space's posting tree, which grows with the space: ~4.7 ms for the 10,000
 # matches of a space of 1,000,000 records, more than the first probe; measured by
 # bench/bench_search.py).
-SAMPLED_MATCHES_UP_TO = """
+SAMPLED_MATCHES_UP_TO = f"""
 SELECT CASE WHEN s.records = $5 AND s.hits * $6 < $5 AND (
     SELECT count(*) < $4 AND coalesce(sum(z.last_seq), 0) <= $7 FROM (
         SELECT g.last_seq FROM sessions g WHERE g.space_id = $1 LIMIT $4
     ) z) THEN (
-    SELECT count(*) FROM (
-        SELECT FROM records r
-        WHERE r.space_id = $1 AND r.search_vector @@ $2::tsquery
-          AND r.created_at <= coalesce($3::timestamptz, now())
-        LIMIT $4
-    ) m) END AS matches
+    {GIN_MATCHES_UP_TO}) END AS matches
 FROM (
     SELECT count(*) AS records, count(*) FILTER (WHERE x.hit) AS hits
     FROM (
@@ -305,15 +309,6 @@ FROM (
         LIMIT $5
     ) x
 ) s
-"""
-
-GIN_MATCHES_UP_TO = """
-SELECT count(*) FROM (
-    SELECT FROM records r
-    WHERE r.space_id = $1 AND r.search_vector @@ $2::tsquery
-      AND r.created_at <= coalesce($3::timestamptz, now())
-    LIMIT $4
-) m
 """
 
 # NEWEST in a session's view ($2), through `records_session_newest` (migration 0052): each
