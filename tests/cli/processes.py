@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
+import locale
 import os
+import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -89,16 +96,154 @@ def client_env(env: dict[str, str]) -> dict[str, str]:
 def run_cli(
     env: dict[str, str], *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m stello_cli ARGS` to completion and capture its output."""
+    """Run `python -m stello_cli ARGS` to completion and capture its output: as a process
+    forked from the fork server (tests/cli/forkserver.py) that started with the same
+    interpreter settings, else started as itself."""
+    env = client_env(env)
+    server = ForkServer.serving(env)
+    if server is not None:
+        return server.run(env, args, stdin)
     return subprocess.run(
         [sys.executable, "-m", "stello_cli", *args],
-        env=client_env(env),
+        env=env,
         input=stdin,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_TIMEOUT_S,
         check=False,
     )
+
+
+CLI_TIMEOUT_S = 60
+
+# What is read once, at the start (the interpreter's streams, locale and flags; gRPC's
+# logging, read when it loads): a run forks from a server started with the same values only.
+_START_SETTINGS = ("PYTHON", "LC_", "LANG", "GRPC_")
+
+
+def _start_settings(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(_START_SETTINGS)))
+
+
+class ForkServer:
+    """A running tests/cli/forkserver.py, one per interpreter set-up, for the whole run."""
+
+    _servers: dict[tuple[tuple[str, str], ...], ForkServer | None] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self._folder = tempfile.mkdtemp(prefix="stello-cli-fork-")
+        self.path = os.path.join(self._folder, "socket")
+        self._process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("forkserver.py")), self.path],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._process.stdout is not None
+        if self._process.stdout.readline() != "ready\n":
+            self._process.kill()
+            raise RuntimeError("the CLI fork server did not start (its stderr is above)")
+        atexit.register(self.stop)
+
+    @classmethod
+    def serving(cls, env: dict[str, str]) -> ForkServer | None:
+        """The server for `env`'s interpreter set-up, started on first use; None where
+        forking is not available (no AF_UNIX descriptors passing)."""
+        if not hasattr(socket, "send_fds"):
+            return None
+        key = _start_settings(env)
+        with cls._lock:
+            if key not in cls._servers:
+                cls._servers[key] = cls(env)
+            return cls._servers[key]
+
+    def stop(self) -> None:
+        """Stop the server (its runs end with their own processes)."""
+        self._process.kill()
+        self._process.wait()
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+    def run(
+        self, env: dict[str, str], args: tuple[str, ...], stdin: str | None
+    ) -> subprocess.CompletedProcess[str]:
+        """One run, as `subprocess.run(..., capture_output=True, text=True)` answers it."""
+        argv = [sys.executable, "-m", "stello_cli", *args]
+        request = json.dumps({"argv": list(args), "env": env, "cwd": os.getcwd()}).encode()
+        read_in, write_in = os.pipe() if stdin is not None else (_inherited_stdin(), -1)
+        read_out, write_out = os.pipe()
+        read_err, write_err = os.pipe()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(CLI_TIMEOUT_S)
+            conn.connect(self.path)
+            socket.send_fds(
+                conn, [struct.pack("!I", len(request))], [read_in, write_out, write_err]
+            )
+            conn.sendall(request)
+            for fd in (read_in, write_out, write_err):
+                os.close(fd)
+            pid = struct.unpack("!q", _read_exactly(conn, 8))[0]
+            out, err = _communicate(write_in, read_out, read_err, stdin, pid, argv)
+            code = struct.unpack("!i", _read_exactly(conn, 4))[0]
+        return subprocess.CompletedProcess(argv, code, _text(out), _text(err))
+
+
+def _inherited_stdin() -> int:
+    """This process's stdin for a run given none, as `subprocess` passes it on."""
+    try:
+        return os.dup(0)
+    except OSError:
+        return os.open(os.devnull, os.O_RDONLY)
+
+
+def _read_exactly(conn: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise RuntimeError("the CLI fork server ended a run without its status")
+        data += chunk
+    return data
+
+
+def _communicate(
+    write_in: int, read_out: int, read_err: int, stdin: str | None, pid: int, argv: list[str]
+) -> tuple[bytes, bytes]:
+    """Feed stdin and read stdout and stderr to their ends at once (as `communicate`), or
+    kill the run past CLI_TIMEOUT_S (as `subprocess.run` raises TimeoutExpired)."""
+    read: dict[int, bytes] = {read_out: b"", read_err: b""}
+
+    def drain(fd: int) -> None:
+        with open(fd, "rb") as stream:
+            read[fd] = stream.read()
+
+    def feed() -> None:
+        with open(write_in, "wb") as stream, contextlib.suppress(BrokenPipeError):
+            stream.write((stdin or "").encode())
+
+    threads = [threading.Thread(target=drain, args=(fd,)) for fd in (read_out, read_err)]
+    if write_in >= 0:
+        threads.append(threading.Thread(target=feed))
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + CLI_TIMEOUT_S
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            raise subprocess.TimeoutExpired(argv, CLI_TIMEOUT_S)
+    return read[read_out], read[read_err]
+
+
+def _text(data: bytes) -> str:
+    """Output as `subprocess.run(text=True)` decodes it: the locale's encoding, newlines
+    translated."""
+    text = data.decode(locale.getpreferredencoding(False))
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def cli_json(env: dict[str, str], *args: str) -> Any:
