@@ -14,7 +14,7 @@ and the import of the modules, which the processes started as themselves do
 (tests/cli/test_startup.py, `stello up` in tests/cli/up, pexpect's terminals, the calls
 in tests/cli/processes.py whose environment asks for another interpreter set-up).
 
-    python tests/cli/forkserver.py SOCKET
+    python -m tests.cli.forkserver SOCKET  (from the repository's root)
 
 Request (client -> server): 4 bytes of length with the three descriptors (stdin,
 stdout, stderr) attached, then that many bytes of JSON: {"argv": [...], "env": {...},
@@ -30,7 +30,6 @@ import json
 import os
 import signal
 import socket
-import struct
 import sys
 import threading
 import traceback
@@ -40,6 +39,7 @@ START_ENV = dict(os.environ)  # before the imports below set their defaults
 
 import stello_cli  # noqa: E402 (after START_ENV)
 from stello_cli import main  # noqa: E402
+from tests.cli.forkwire import HEADER, PID, STATUS, read_exactly  # noqa: E402
 
 # The modules the client commands load on demand: loaded here once, for every run.
 PRELOAD = (
@@ -72,21 +72,11 @@ _preload()
 # defaults for gRPC): set again in each run whose environment has nothing there either.
 IMPORT_DEFAULTS = {k: v for k, v in os.environ.items() if k not in START_ENV}
 
-HEADER = struct.Struct("!I")
-PID = struct.Struct("!q")
-STATUS = struct.Struct("!i")
-
 
 def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     head, fds, _flags, _address = socket.recv_fds(conn, HEADER.size, 3)
     (size,) = HEADER.unpack(head)
-    body = b""
-    while len(body) < size:
-        chunk = conn.recv(size - len(body))
-        if not chunk:
-            raise ConnectionError("the request ended early")
-        body += chunk
-    return json.loads(body), fds
+    return json.loads(read_exactly(conn, size)), fds
 
 
 def _exit_code(exc: SystemExit) -> int:

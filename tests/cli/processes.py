@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,9 @@ from typing import Any
 
 import psutil
 
+from tests.cli.forkwire import HEADER, PID, STATUS, read_exactly
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository's
 READY_TIMEOUT_S = 90.0
 FREE_PORTS = (
     *("--storage-port", "0", "--tree-port", "0", "--gateway-port", "0"),
@@ -135,7 +137,8 @@ class ForkServer:
         self._folder = tempfile.mkdtemp(prefix="stello-cli-fork-")
         self.path = os.path.join(self._folder, "socket")
         self._process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("forkserver.py")), self.path],
+            [sys.executable, "-m", "tests.cli.forkserver", self.path],
+            cwd=ROOT,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -179,15 +182,13 @@ class ForkServer:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.settimeout(CLI_TIMEOUT_S)
             conn.connect(self.path)
-            socket.send_fds(
-                conn, [struct.pack("!I", len(request))], [read_in, write_out, write_err]
-            )
+            socket.send_fds(conn, [HEADER.pack(len(request))], [read_in, write_out, write_err])
             conn.sendall(request)
             for fd in (read_in, write_out, write_err):
                 os.close(fd)
-            pid = struct.unpack("!q", _read_exactly(conn, 8))[0]
+            pid = PID.unpack(read_exactly(conn, PID.size))[0]
             out, err = _communicate(write_in, read_out, read_err, stdin, pid, argv)
-            code = struct.unpack("!i", _read_exactly(conn, 4))[0]
+            code = STATUS.unpack(read_exactly(conn, STATUS.size))[0]
         return subprocess.CompletedProcess(argv, code, _text(out), _text(err))
 
 
@@ -197,16 +198,6 @@ def _inherited_stdin() -> int:
         return os.dup(0)
     except OSError:
         return os.open(os.devnull, os.O_RDONLY)
-
-
-def _read_exactly(conn: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = conn.recv(size - len(data))
-        if not chunk:
-            raise RuntimeError("the CLI fork server ended a run without its status")
-        data += chunk
-    return data
 
 
 def _communicate(
