@@ -73,6 +73,9 @@ _preload()
 IMPORT_DEFAULTS = {k: v for k, v in os.environ.items() if k not in START_ENV}
 
 
+ORPHAN_CHECK_S = 5.0  # how often an idle server checks that its test run is still there
+
+
 def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     head, fds, _flags, _address = socket.recv_fds(conn, HEADER.size, 3)
     (size,) = HEADER.unpack(head)
@@ -138,16 +141,23 @@ def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
 
 
 def serve(path: str) -> None:
-    """Accept runs on the Unix socket at `path` until killed."""
+    """Accept runs on the Unix socket at `path` until killed, or until the process that
+    started it is gone (a test run killed before its exit functions ran)."""
+    parent = os.getppid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
+    listener.settimeout(ORPHAN_CHECK_S)
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     # The runs' processes are their handler's children; the handlers are reaped at once.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
-    while True:
-        conn, _ = listener.accept()
+    while os.getppid() == parent:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        conn.settimeout(None)
         if os.fork() == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             try:
