@@ -43,6 +43,7 @@ from urllib.parse import urlsplit
 
 from tests.support.ports import free_port
 from tests.support.proxy import target_of
+from tests.support.reaper import reap_with_this_process
 
 PREPARED_STATEMENTS_SINCE = (1, 21)
 CANCEL_SAFE_SINCE = (1, 21)
@@ -321,7 +322,7 @@ def pgbouncer(
     `executable` defaults to `binary()`; `keep_statements` False turns off the 1.21+
     keeping of prepared statements (``max_prepared_statements = 0``). Its folder is removed
     when the block ends, unless the bouncer had died before: then it stays for whoever reads
-    the report.
+    the report, until the test run ends (tests/support/reaper.py).
     """
     executable = executable or binary()
     found = version(executable)
@@ -340,6 +341,7 @@ def pgbouncer(
             shutil.chown(path, run_as)
     with bouncer.output_path.open("wb") as output:
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+    reap_with_this_process(folder, process.pid)
     bouncer.watch(process)
     STARTED.append(bouncer)
     try:

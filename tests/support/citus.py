@@ -33,6 +33,7 @@ from pathlib import Path
 import asyncpg
 
 from tests.support.ports import free_port
+from tests.support.reaper import reap_with_this_process
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "citus"
@@ -323,6 +324,7 @@ def citus_cluster(workers: int = 2) -> Iterator[CitusCluster]:
     """
     run_as = _run_as()
     folder = Path(tempfile.mkdtemp(prefix="stello-citus-"))
+    reap_with_this_process(folder)
     if run_as is not None:
         shutil.chown(folder, run_as)
     started: list[CitusNode] = []

@@ -26,6 +26,7 @@ import asyncpg
 from stello.db.embedded import embedded_server, with_database
 from stello.db.migrate import migrate
 from tests.support.bouncer import database_of
+from tests.support.reaper import reap_with_this_process
 
 # The embedded server records every statement (tests/distribution reads them
 # to prove each one filters by space_id). It is a throwaway cluster, so it skips
@@ -50,6 +51,7 @@ def server_dsn() -> Iterator[str]:
         yield configured
         return
     folder = Path(tempfile.mkdtemp(prefix="stello-test-pg-"))
+    reap_with_this_process(folder)
     with embedded_server(folder / "data", delete=True, config=STATEMENT_STATS) as dsn:
         yield dsn
 
@@ -111,6 +113,7 @@ def restartable_postgres() -> Iterator[RestartablePostgres]:
     again (0700), after which the server cannot reach its data ("Permission denied").
     """
     folder = Path(tempfile.mkdtemp(prefix="stello-test-pg-"))
+    reap_with_this_process(folder)
     postgres = RestartablePostgres(folder / "data")
     try:
         postgres.start()
