@@ -99,8 +99,8 @@ def run_cli(
     env: dict[str, str], *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run `python -m stello_cli ARGS` to completion and capture its output: as a process
-    forked from the fork server (tests/cli/forkserver.py) that started with the same
-    interpreter settings, else started as itself."""
+    forked from a fork server (tests/cli/forkserver.py, one per set of interpreter and gRPC
+    settings), or started as itself where descriptors cannot be passed to one."""
     env = client_env(env)
     server = ForkServer.serving(env)
     if server is not None:
@@ -130,7 +130,7 @@ def _start_settings(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
 class ForkServer:
     """A running tests/cli/forkserver.py, one per interpreter set-up, for the whole run."""
 
-    _servers: dict[tuple[tuple[str, str], ...], ForkServer | None] = {}
+    _servers: dict[tuple[tuple[str, str], ...], ForkServer] = {}
     _lock = threading.Lock()
 
     def __init__(self, env: dict[str, str]) -> None:
@@ -213,7 +213,7 @@ def _communicate(
 
     def feed() -> None:
         with open(write_in, "wb") as stream, contextlib.suppress(BrokenPipeError):
-            stream.write((stdin or "").encode())
+            stream.write((stdin or "").encode(locale.getpreferredencoding(False)))
 
     threads = [threading.Thread(target=drain, args=(fd,)) for fd in (read_out, read_err)]
     if write_in >= 0:
