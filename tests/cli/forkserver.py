@@ -11,8 +11,8 @@ threads joined, the exit functions run, the output flushed, its exit status pass
 So a run is still a process of its own, with its own environment and descriptors, whose
 exit status and output the test reads. What it does not check is the interpreter's start
 and the import of the modules, which the processes started as themselves do
-(tests/cli/test_startup.py, `stello up` in tests/cli/up, pexpect's terminals, the calls
-in tests/cli/processes.py whose environment asks for another interpreter set-up).
+(tests/cli/test_startup.py, `StelloUp` in tests/cli/processes.py, pexpect's terminals,
+tests/cli/test_forkserver.py).
 
     python -m tests.cli.forkserver SOCKET  (from the repository's root)
 

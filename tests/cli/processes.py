@@ -98,22 +98,11 @@ def client_env(env: dict[str, str]) -> dict[str, str]:
 def run_cli(
     env: dict[str, str], *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m stello_cli ARGS` to completion and capture its output: as a process
+    """Run `python -m stello_cli ARGS` to completion and capture its output, as a process
     forked from a fork server (tests/cli/forkserver.py, one per set of interpreter and gRPC
-    settings), or started as itself where descriptors cannot be passed to one."""
+    settings)."""
     env = client_env(env)
-    server = ForkServer.serving(env)
-    if server is not None:
-        return server.run(env, args, stdin)
-    return subprocess.run(
-        [sys.executable, "-m", "stello_cli", *args],
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT_S,
-        check=False,
-    )
+    return ForkServer.serving(env).run(env, args, stdin)
 
 
 CLI_TIMEOUT_S = 60
@@ -151,11 +140,8 @@ class ForkServer:
         atexit.register(self.stop)
 
     @classmethod
-    def serving(cls, env: dict[str, str]) -> ForkServer | None:
-        """The server for `env`'s interpreter set-up, started on first use; None where
-        forking is not available (no AF_UNIX descriptors passing)."""
-        if not hasattr(socket, "send_fds"):
-            return None
+    def serving(cls, env: dict[str, str]) -> ForkServer:
+        """The server for `env`'s interpreter set-up, started on first use."""
         key = _start_settings(env)
         with cls._lock:
             if key not in cls._servers:
