@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.processes import gone
 from tests.support.reaper import reap
 
 pytestmark = pytest.mark.subprocess
@@ -35,14 +36,6 @@ with restartable_postgres() as postgres:
 """
 
 
-def ended(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return True
-    return status == "Z"  # a zombie whose parent has not reaped it yet: ended
-
-
 def test_a_killed_run_s_postgres_and_processes_are_stopped_and_its_folder_deleted() -> None:
     """SIGKILL to a test run: its embedded PostgreSQL is stopped, the process started beside
     it is ended and the folder is deleted, all without the run's teardown."""
@@ -52,13 +45,13 @@ def test_a_killed_run_s_postgres_and_processes_are_stopped_and_its_folder_delete
     assert run.stdout is not None
     started = json.loads(run.stdout.readline())
     folder = Path(started["folder"])
-    assert not ended(started["postmaster"]) and folder.exists()
+    assert not gone(started["postmaster"]) and folder.exists()
     run.send_signal(signal.SIGKILL)
     run.wait()
     run.stdout.close()
     deadline = time.monotonic() + DEADLINE_S
     while time.monotonic() < deadline:
-        if ended(started["postmaster"]) and ended(started["beside"]) and not folder.exists():
+        if gone(started["postmaster"]) and gone(started["beside"]) and not folder.exists():
             return
         time.sleep(0.1)
     raise AssertionError(f"left behind after {DEADLINE_S:g} s: {started}")
